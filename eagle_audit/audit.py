@@ -1,0 +1,162 @@
+"""The `layers` audit, end to end: load, resolve both wirings, capture, diagnose, fix.
+
+One function, :func:`run_layers`, that the CLI calls; it returns a frozen :class:`LayersResult`.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from . import __version__
+from .conventions import Convention, Wiring, get_convention
+from .diagnose import SlotStats, check_target_fit, diagnose
+from .draft import DraftSpec, read_draft
+from .fix import plan_fix
+from .result import Heatmap, LayersResult
+from .states import State, all_states, parse_states
+from .target import TargetInfo, load_target, target_info
+
+#: The trainer assumed from a draft's layout when neither --trainer nor --trained-boundaries is given.
+TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle": "eagle"}
+
+
+@dataclass(frozen=True)
+class LayersOptions:
+    target: str
+    draft: str
+    engine: str = "sglang"
+    trainer: str | None = None
+    trained_boundaries: str | None = None
+    trained_ids: tuple[int, ...] | None = None
+    prompts: str | None = None
+    max_prompts: int = 8
+    max_tokens: int = 256
+    device: str = "cpu"
+    dtype: str = "auto"
+    device_map: str | None = None
+    static: bool = False
+    scan: bool = True
+    use_installed_engine: bool = True
+
+
+def _engine(name: str, use_installed: bool, notes: list[str]) -> Convention:
+    if use_installed:
+        try:
+            from .probe import installed_convention
+        except ImportError:
+            installed_convention = None
+        if installed_convention is not None:
+            conv = installed_convention(name)
+            if conv is not None:
+                notes.append(f"engine rules probed from the installed {conv.title} {conv.version}")
+                return conv
+    conv = get_convention(name, "engine")
+    notes.append(f"engine rules: built-in {conv.title} {conv.version} ({conv.path})")
+    return conv
+
+
+def resolve_trained(opts: LayersOptions, draft: DraftSpec, info: TargetInfo, notes: list[str]
+                    ) -> tuple[Wiring, Convention | None]:
+    if opts.trained_boundaries:
+        states = parse_states(opts.trained_boundaries, info.num_layers)
+        trainer = get_convention(opts.trainer, "trainer") if opts.trainer else None
+        notes.append(f"trained states given directly: {[s.label() for s in states]}")
+        return Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
+                      tuple(s.boundary for s in states), states), trainer
+    name = opts.trainer
+    if name is None:
+        name = TRAINER_BY_LAYOUT[draft.layout]
+        notes.append(f"trainer not given: assumed {name} from the draft's {draft.layout} layout")
+    trainer = get_convention(name, "trainer")
+    return trainer.resolve(draft.config, info.architecture, info.num_layers, opts.trained_ids), trainer
+
+
+@torch.inference_mode()
+def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], served: tuple[State, ...],
+            reachable: tuple[int, int], scan: bool, progress: Callable | None = None
+            ) -> tuple[dict[int, SlotStats], Heatmap | None, int]:
+    """Token-mean cosine of each trained state against its served state (and, with ``scan``, every state)."""
+    from .capture import capture_states
+
+    n = target.info.num_layers
+    columns = all_states(n) if scan else tuple(sorted(set(trained) | set(served)))
+    sums = torch.zeros(len(trained), len(columns), dtype=torch.float64)
+    tokens = 0
+    for i, ids in enumerate(prompts_ids):
+        caps = capture_states(target, torch.tensor([ids]), columns)
+        for r, t in enumerate(trained):
+            ref = caps[t][0].float()  # [pos, hidden]
+            for c, col in enumerate(columns):
+                sums[r, c] += torch.nn.functional.cosine_similarity(ref, caps[col][0].float().to(ref.device), dim=-1).sum().item()
+        tokens += len(ids)
+        if progress:
+            progress(i + 1, len(prompts_ids))
+    means = sums / max(tokens, 1)
+    index = {s: c for c, s in enumerate(columns)}
+    stats = {}
+    lo, hi = reachable
+    servable = [c for c, s in enumerate(columns) if not s.normed and lo <= s.boundary <= hi]
+    for r, t in enumerate(trained):
+        s = served[r] if r < len(served) else None
+        cos = float(means[r, index[s]]) if s is not None else None
+        best = max(servable, key=lambda c: means[r, c]) if servable else None
+        stats[r] = SlotStats(cos, columns[best] if best is not None else None,
+                             float(means[r, best]) if best is not None else None)
+    heat = Heatmap(columns, tuple(tuple(round(float(v), 5) for v in row) for row in means)) if scan else None
+    return stats, heat, tokens
+
+
+def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> LayersResult:
+    notes: list[str] = []
+    draft = read_draft(opts.draft)
+    engine = _engine(opts.engine, opts.use_installed_engine, notes)
+    target = None
+    if opts.static:
+        info = target_info(opts.target)
+    else:
+        if status:
+            status(f"loading target {opts.target}")
+        target = load_target(opts.target, opts.device, opts.dtype, opts.device_map, progress=status)
+        info = target.info
+    check_target_fit(draft, info)
+    trained, trainer = resolve_trained(opts, draft, info, notes)
+    served = engine.resolve(draft.config, info.architecture, info.num_layers)
+    stats, heat, tokens, n_prompts = None, None, 0, 0
+    if target is not None:
+        from .prompts import encode, load_prompts
+
+        prompts = load_prompts(opts.prompts, opts.max_prompts)
+        ids = encode(prompts, target.tokenizer, opts.max_tokens)
+        n_prompts = len(ids)
+        if status:
+            status(f"capturing {info.num_layers + 2 if opts.scan else 'needed'} states over {n_prompts} prompts")
+        stats, heat, tokens = measure(target, ids, trained.states, served.states,
+                                      engine.rule_for(info.architecture).reachable(info.num_layers), opts.scan, progress)
+    slots, findings = diagnose(draft, info, trained, served, engine, trainer, stats)
+    errors = [f for f in findings if f.severity == "error"]
+    fix = plan_fix(engine, info.architecture, info.num_layers, trained.states, draft, info.hidden_size, trainer) if errors else None
+    provenance = {
+        "eagle_audit": __version__, "torch": torch.__version__, "transformers": _version("transformers"),
+        "python": platform.python_version(), "command": "eagle-audit " + " ".join(sys.argv[1:]),
+        "engine_rules": engine.to_json(), "trainer_rules": trainer.to_json() if trainer else None,
+        "device": target.device if target else None, "dtype": target.dtype if target else None,
+        "static": opts.static, "prompts": opts.prompts or "built-in chat set", "num_prompts": n_prompts,
+        "tokens": tokens, "notes": notes,
+    }
+    return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), trained, served, slots,
+                        findings, fix, heat, provenance)
+
+
+def _version(pkg: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(pkg)
+    except PackageNotFoundError:
+        return None

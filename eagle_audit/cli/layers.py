@@ -1,0 +1,116 @@
+"""`eagle-audit layers`: which slot is wired wrong, how, and the config change that fixes it."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..audit import LayersOptions, run_layers
+from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
+from ..fix import merge_patch
+from ..render import render_layers
+from .common import (Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
+                     Target, TrainedBoundaries, TrainedIds, Trainer, err, error_edge, out, parse_ints,
+                     progress_enabled, write_json)
+
+
+def layers(
+    target: Target = None,
+    draft: Draft = None,
+    engine: Engine = "sglang",
+    trainer: Trainer = None,
+    trained_boundaries: TrainedBoundaries = None,
+    trained_ids: TrainedIds = None,
+    prompts: Prompts = None,
+    max_prompts: MaxPrompts = 8,
+    max_tokens: MaxTokens = 256,
+    device: Device = "cpu",
+    dtype: Dtype = "auto",
+    device_map: DeviceMap = None,
+    static: Annotated[bool, typer.Option("--static", help="Config-level checks only: no target weights are loaded.")] = False,
+    scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
+    builtin_rules: Annotated[bool, typer.Option("--builtin-rules", help="Use the built-in engine rules even if the engine is installed.")] = False,
+    json_out: JsonOut = None,
+    write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR (config.json patched, weights linked); the input is untouched.")] = None,
+    report: ReportDir = None,
+) -> None:
+    """Audit the hidden-state wiring of an EAGLE-3 draft: trained vs served, slot by slot.
+
+    Examples:
+
+      eagle-audit layers                                   # SmolLM2 + the demo draft
+
+      eagle-audit layers -t ./Llama-3.1-8B -d ./my-eagle3 --trainer specforge --engine sglang
+
+      eagle-audit layers -t model.gguf -d ./draft --trained-boundaries 0,3,31 --json result.json
+
+    Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input.
+    """
+    with error_edge():
+        if target is None:
+            from ..target import default_target
+
+            target = default_target()
+        if draft is None:
+            from ..demo import demo_draft
+
+            draft = demo_draft()
+        opts = LayersOptions(target=target, draft=draft, engine=engine, trainer=trainer,
+                             trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
+                             prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
+                             device_map=device_map, static=static, scan=scan, use_installed_engine=not builtin_rules)
+        show = progress_enabled(json_out)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, disable=not show, transient=True) as bar:
+            task = bar.add_task("prompts", total=None, visible=False)
+
+            def status(msg: str) -> None:
+                if show:
+                    err.print(f"[dim]{msg}[/]")
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, description="capturing", completed=done, total=total, visible=True)
+
+            result = run_layers(opts, status, progress)
+        if json_out != "-":
+            render_layers(result, out)
+        if json_out:
+            write_json(result.to_json(), json_out)
+        if write_fixed_config:
+            _write_fixed(draft, write_fixed_config, result)
+        if report:
+            from ..report import write_reports
+
+            for path in write_reports(result.to_json(), report):
+                err.print(f"wrote {path}")
+    raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)
+
+
+def _write_fixed(draft: str, dest: str, result) -> None:
+    import json
+
+    src, out_dir = Path(draft), Path(dest)
+    if result.fix is None:
+        err.print("nothing to fix: the wiring matches; no config written")
+        return
+    if not result.fix.possible:
+        raise AuditError(f"--write-fixed-config: no config change fixes this for {result.fix.engine}: {result.fix.explanation}")
+    if out_dir.resolve() == src.resolve():
+        raise AuditError(f"--write-fixed-config: {dest} is the input draft; choose another directory (inputs are never modified)")
+    if out_dir.exists() and any(out_dir.iterdir()):
+        raise AuditError(f"--write-fixed-config: {dest} exists and is not empty")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    config = json.loads((src / "config.json").read_text())
+    (out_dir / "config.json").write_text(json.dumps(merge_patch(config, result.fix.patch), indent=2) + "\n")
+    for f in src.iterdir():
+        if f.name != "config.json":
+            link = out_dir / f.name
+            try:
+                link.symlink_to(f.resolve())
+            except OSError:
+                shutil.copy2(f, link)
+    err.print(f"wrote {out_dir / 'config.json'} (weights linked from {src})")

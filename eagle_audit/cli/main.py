@@ -1,0 +1,33 @@
+"""The `eagle-audit` command: one small module per subcommand, registered here."""
+
+from __future__ import annotations
+
+import typer
+
+from .layers import layers
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines.")
+
+
+@app.callback()
+def _root() -> None:
+    """Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines."""
+
+
+app.command("layers")(layers)
+
+try:  # commands added by later modules register when present
+    from .probe import probe
+
+    app.command("probe")(probe)
+except ImportError:  # pragma: no cover
+    pass
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Read an EAGLE-3 draft checkpoint into a frozen description, without loading its weights.
+
+Layouts recognised (``DraftSpec.layout``):
+
+* ``sglang``: ``architectures: ["LlamaForCausalLMEagle3"]`` (SGLang, SpecForge, modelopt exports); ids,
+  if any, nested in ``eagle_config.eagle_aux_hidden_state_layer_ids`` (OUT-k by convention).
+* ``speculators``: ``speculators_model_type: "eagle3"`` / ``architectures: ["Eagle3Speculator"]``;
+  top-level ``eagle_aux_hidden_state_layer_ids`` (IN-k), ``speculators_config``, a nested
+  ``transformer_layer_config``.
+* ``eagle``: the original SafeAILab layout (``LlamaForCausalLM`` with ``fc`` and ``midlayer`` weights,
+  ids hard-coded in the trainer).
+
+Shapes come from safetensors headers (``fc.weight``: [hidden, n_aux * target_hidden]). Only the small
+``d2t`` / ``t2d`` tensors are read, to validate the vocabulary map. A ``pytorch_model.bin`` (old EAGLE
+checkpoints) is memory-mapped with ``torch.load(weights_only=True, mmap=True)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import BadCheckpoint, InputNotFound
+
+_ST_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
+                   "F8_E4M3": 1, "F8_E5M2": 1}
+
+
+@dataclass(frozen=True)
+class VocabMap:
+    """The draft-to-target vocabulary map, as engines apply it: ``target = i + d2t[i]``."""
+
+    draft_vocab_size: int | None
+    has_d2t: bool
+    has_t2d: bool
+    d2t_len: int | None = None
+    t2d_len: int | None = None
+    t2d_count: int | None = None
+    max_target_id: int | None = None  # max over i of i + d2t[i]
+    min_target_id: int | None = None
+    d2t_in_t2d: bool | None = None  # every i + d2t[i] is marked in t2d
+
+
+@dataclass(frozen=True)
+class DraftSpec:
+    path: str
+    layout: str
+    architectures: tuple[str, ...]
+    config: Mapping[str, Any] = field(repr=False, compare=False)
+    config_sha256: str = ""
+    hidden_size: int = 0
+    num_layers: int = 1
+    fc_in: int = 0
+    fc_out: int = 0
+    target_hidden_size: int | None = None  # from the config, if stated
+    num_aux_hidden_states: int | None = None  # from the config, if stated
+    vocab_size: int | None = None
+    vocab: VocabMap = VocabMap(None, False, False)
+    flags: Mapping[str, Any] = field(default_factory=dict)  # draft flags as written (None: absent)
+    use_aux_hidden_state: bool = True
+    weight_names: tuple[str, ...] = field(default=(), repr=False)
+    verifier: str | None = None
+
+    def aux_count(self, target_hidden: int) -> int | None:
+        """Aux slots fc was trained for, given the target hidden size (None: fc does not fit it)."""
+        if target_hidden <= 0 or self.fc_in % target_hidden:
+            return None
+        return self.fc_in // target_hidden
+
+    def has_weight(self, name: str) -> bool:
+        return name in self.weight_names
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "layout": self.layout, "architectures": list(self.architectures),
+                "config_sha256": self.config_sha256, "hidden_size": self.hidden_size, "num_layers": self.num_layers,
+                "fc_in": self.fc_in, "fc_out": self.fc_out, "target_hidden_size": self.target_hidden_size,
+                "num_aux_hidden_states": self.num_aux_hidden_states, "vocab_size": self.vocab_size,
+                "vocab": dict(self.vocab.__dict__), "flags": dict(self.flags),
+                "use_aux_hidden_state": self.use_aux_hidden_state, "verifier": self.verifier}
+
+
+def _canonical(name: str) -> str:
+    """Weight names without the optional ``model.`` prefix (SGLang tries both spellings)."""
+    return name[len("model."):] if name.startswith("model.") else name
+
+
+def read_safetensors_header(path: Path) -> dict[str, dict]:
+    """name -> {"dtype", "shape", "data_offsets"} from a safetensors file header; validated."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        raw = f.read(8)
+        if len(raw) < 8:
+            raise BadCheckpoint(f"{path}: corrupt safetensors file (shorter than its 8-byte header length)")
+        (n,) = struct.unpack("<Q", raw)
+        if n <= 0 or n > min(size - 8, 100 * 2**20):
+            raise BadCheckpoint(f"{path}: corrupt safetensors file (header length {n} does not fit a {size}-byte file)")
+        try:
+            header = json.loads(f.read(n))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise BadCheckpoint(f"{path}: corrupt safetensors file (header is not JSON)") from None
+    header.pop("__metadata__", None)
+    end = 0
+    for name, meta in header.items():
+        try:
+            start, stop = meta["data_offsets"]
+            want = _ST_DTYPE_BYTES.get(meta["dtype"], 1)
+            numel = 1
+            for d in meta["shape"]:
+                numel *= d
+        except (KeyError, TypeError, ValueError):
+            raise BadCheckpoint(f"{path}: corrupt safetensors file (bad entry for {name!r})") from None
+        if stop - start != numel * want:
+            raise BadCheckpoint(f"{path}: corrupt safetensors file ({name!r} holds {stop - start} bytes, its shape needs {numel * want})")
+        end = max(end, stop)
+    if 8 + n + end > size:
+        raise BadCheckpoint(f"{path}: corrupt or truncated safetensors file (data ends at byte {8 + n + end}, file has {size})")
+    return header
+
+
+def _weight_files(directory: Path) -> list[Path]:
+    files = sorted(directory.glob("*.safetensors"))
+    if files:
+        return files
+    bins = sorted(directory.glob("pytorch_model*.bin"))
+    if bins:
+        return bins
+    raise BadCheckpoint(f"{directory}: no *.safetensors or pytorch_model.bin weights")
+
+
+def _shapes(files: list[Path]) -> dict[str, tuple[int, ...]]:
+    shapes: dict[str, tuple[int, ...]] = {}
+    for f in files:
+        if f.suffix == ".safetensors":
+            for name, meta in read_safetensors_header(f).items():
+                shapes[_canonical(name)] = tuple(meta["shape"])
+        else:
+            import torch
+
+            try:
+                sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+            except Exception as e:
+                raise BadCheckpoint(f"{f}: unreadable PyTorch checkpoint ({type(e).__name__})") from None
+            shapes.update({_canonical(k): tuple(v.shape) for k, v in sd.items()})
+    return shapes
+
+
+def load_tensor(directory: Path, name: str):
+    """One tensor by canonical name, from whichever weight file holds it."""
+    import torch
+    from safetensors import safe_open
+
+    for f in _weight_files(directory):
+        if f.suffix == ".safetensors":
+            with safe_open(str(f), framework="pt") as sf:
+                for key in sf.keys():
+                    if _canonical(key) == name:
+                        return sf.get_tensor(key)
+        else:
+            sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
+            for key, v in sd.items():
+                if _canonical(key) == name:
+                    return v
+    return None
+
+
+def _layout(config: Mapping[str, Any], shapes: Mapping[str, tuple]) -> str:
+    archs = config.get("architectures") or []
+    if config.get("speculators_model_type") or "Eagle3Speculator" in archs or "speculators_config" in config:
+        return "speculators"
+    if any("Eagle3" in a for a in archs) or "eagle_config" in config:
+        return "sglang"
+    return "eagle"
+
+
+def _vocab_map(directory: Path, config: Mapping, shapes: Mapping) -> VocabMap:
+    dvs = config.get("draft_vocab_size")
+    has_d2t, has_t2d = "d2t" in shapes, "t2d" in shapes
+    if not has_d2t:
+        return VocabMap(dvs, False, has_t2d, t2d_len=shapes["t2d"][0] if has_t2d else None)
+    import torch
+
+    d2t = load_tensor(directory, "d2t").long()
+    idx = torch.arange(d2t.shape[0])
+    target = idx + d2t
+    t2d = load_tensor(directory, "t2d") if has_t2d else None
+    in_t2d = None
+    if t2d is not None:
+        t2d = t2d.bool()
+        ok = (target >= 0) & (target < t2d.shape[0])
+        in_t2d = bool(ok.all() and t2d[target.clamp(0, t2d.shape[0] - 1)].all())
+    return VocabMap(dvs, True, has_t2d, d2t_len=int(d2t.shape[0]), t2d_len=int(t2d.shape[0]) if t2d is not None else None,
+                    t2d_count=int(t2d.sum()) if t2d is not None else None, max_target_id=int(target.max()),
+                    min_target_id=int(target.min()), d2t_in_t2d=in_t2d)
+
+
+def read_draft(path: str) -> DraftSpec:
+    directory = Path(path).expanduser()
+    if not directory.exists():
+        raise InputNotFound(f"{path}: no such draft directory")
+    if not directory.is_dir():
+        raise BadCheckpoint(f"{path}: a draft is a directory with config.json and weights")
+    cfg_path = directory / "config.json"
+    if not cfg_path.is_file():
+        raise BadCheckpoint(f"{cfg_path}: missing (not a draft checkpoint)")
+    try:
+        config = json.loads(cfg_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise BadCheckpoint(f"{cfg_path}: not valid JSON ({e})") from None
+    if not isinstance(config, dict):
+        raise BadCheckpoint(f"{cfg_path}: expected a JSON object")
+    shapes = _shapes(_weight_files(directory))
+    if "fc.weight" not in shapes:
+        raise BadCheckpoint(f"{directory}: no fc.weight: not an EAGLE-3 draft (weights: {', '.join(sorted(shapes)[:6])}...)")
+    fc_out, fc_in = shapes["fc.weight"]
+    layout = _layout(config, shapes)
+    layer_cfg = config.get("transformer_layer_config") if layout == "speculators" else None
+    hidden = (layer_cfg or {}).get("hidden_size") or config.get("hidden_size") or fc_out
+    num_layers = (layer_cfg or {}).get("num_hidden_layers") or config.get("num_hidden_layers") or 1
+    vocab_size = (layer_cfg or {}).get("vocab_size") or config.get("vocab_size")
+    flags = {}
+    nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    for name in ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"):
+        flags[name] = config.get(name, nested.get(name))
+    if flags["fc_norm"] is None and config.get("use_aux_norm") is not None:
+        flags["fc_norm"] = config.get("use_aux_norm")
+    verifier = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+    return DraftSpec(
+        path=str(directory), layout=layout, architectures=tuple(config.get("architectures") or ()), config=config,
+        config_sha256=hashlib.sha256(cfg_path.read_bytes()).hexdigest(), hidden_size=int(hidden),
+        num_layers=int(num_layers), fc_in=int(fc_in), fc_out=int(fc_out),
+        target_hidden_size=config.get("target_hidden_size"), num_aux_hidden_states=config.get("num_aux_hidden_states"),
+        vocab_size=vocab_size, vocab=_vocab_map(directory, config, shapes), flags=flags,
+        use_aux_hidden_state=bool(nested.get("use_aux_hidden_state", True)),
+        weight_names=tuple(sorted(shapes)), verifier=verifier)

