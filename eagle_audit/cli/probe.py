@@ -1,0 +1,95 @@
+"""`eagle-audit probe`: derive an engine's EAGLE-3 capture rules from its source."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ..errors import InputNotFound
+from .common import err, error_edge
+from ..probe import (DELEGATING_UNRESOLVED, PROBERS, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ProbeResult, builtin_base,
+                     probe_engine, to_convention, to_convention_data)
+
+
+def probe(
+    engine: Annotated[str, typer.Argument(help=f"Engine whose source to read: {', '.join(PROBERS)}.",
+                                          show_default=False)],
+    source: Annotated[Optional[Path], typer.Option(
+        "--source", help="A source folder (holding sglang/srt/models/*.py, or a repo with python/sglang) or a "
+                         ".whl file. Default: the installed package, found without importing it.",
+        show_default=False)] = None,
+    out: Annotated[Optional[Path], typer.Option(
+        "--out", help="Write the probed convention (eagle-audit/convention/1 JSON) to this file; '-' writes it "
+                      "to stdout instead of the table.", show_default=False)] = None,
+) -> None:
+    """Read an engine's EAGLE-3 capture rules from its source (with ast; nothing is imported).
+
+    For every registered architecture: the default capture ids, how explicit ids are shifted,
+    which capture indices the forward can reach, and the file:line they were read from.
+    Architectures without EAGLE-3 capture are listed after the table.
+
+    Examples:
+
+      eagle-audit probe sglang
+
+      eagle-audit probe sglang --source sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl
+
+      eagle-audit probe sglang --source ~/src/sglang --out probes/sglang-probed.json
+
+      eagle-audit layers ... --engine probes/sglang-probed.json
+    """
+    with error_edge():
+        result = probe_engine(engine, source)
+        base = builtin_base(engine)
+        data = to_convention_data(result, base)
+        if out is not None:
+            to_convention(result, base)  # the emitted file must load; raises BadConvention otherwise
+            text = json.dumps(data, indent=2) + "\n"
+            if str(out) == "-":
+                sys.stdout.write(text)
+                return
+            try:
+                out.write_text(text)
+            except OSError as e:
+                raise InputNotFound(f"{out}: cannot write the convention file ({e.strerror or e})") from None
+            err.print(f"wrote {out}")
+        render(result)
+
+
+def render(result: ProbeResult, console: Console | None = None) -> None:
+    """The table of capture rules, one row per architecture, then those without capture."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
+            console = Console(width=160)
+    ids = ", ".join(result.ids_from) if result.ids_from else "not found"
+    table = Table(title=f"{result.engine} {result.version}: EAGLE-3 capture rules ({result.origin})",
+                  title_justify="left", caption="ids: the draft's eagle_aux_hidden_state_layer_ids; "
+                  "reachable: capture indices the forward can reach (boundary k = input of layer k)",
+                  caption_justify="left")
+    table.add_column("architecture", no_wrap=True)
+    for col in ("default ids", "explicit ids", "reachable", "file:line"):
+        table.add_column(col, overflow="fold")
+    archs = sorted(result.archs, key=lambda a: a.arch.lower())
+    for a in archs:
+        if a.status == SUPPORTED:
+            table.add_row(a.arch, a.rule.default_text(), a.rule.explicit_text(), a.rule.reach_text(), a.where())
+    for a in archs:
+        if a.status in (DELEGATING_UNRESOLVED, UNRECOGNISED):
+            table.add_row(a.arch, f"[yellow]{a.status}[/]", a.reason, "", a.where())
+    console.print(table)
+    console.print(f"draft ids read from: {ids}"
+                  + (f" ({result.ids_site.path}:{result.ids_site.line})" if result.ids_site else ""))
+    unsupported = sorted(result.by_status(UNSUPPORTED), key=lambda a: a.arch.lower())
+    if unsupported:
+        names = ", ".join(a.arch for a in unsupported)
+        console.print(f"\nWithout EAGLE-3 capture ({len(unsupported)}; start-up with EAGLE-3 fails or captures "
+                      f"nothing): {names}", highlight=False)
+    for s in result.skipped:
+        console.print(f"[yellow]not parsed:[/] {s}")

@@ -1,0 +1,154 @@
+"""A probe result as a convention file (``eagle-audit/convention/1``), the format conventions.py loads.
+
+Architectures whose rules mean the same (:meth:`ProbedRule.key`) share one rule, named after the
+model file whose setter most of them run (``llama``, ``deepseek_v2``, ``gpt_oss``...). The probe reads
+the target side only; the draft-side keys (``aux_count_from``, ``draft_flags``,
+``fc_skip_when_width_equals_hidden``) are taken from the built-in convention of the same engine when
+one is given, and say so in ``notes``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .. import __version__
+from ..conventions import SCHEMA, Convention, parse_convention
+from .results import DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbeResult
+
+TITLES = {"sglang": "SGLang"}
+
+
+def _feature_file(a: ArchResult) -> str:
+    """The file that makes this architecture's rule what it is: the setter when the ids are
+    transformed unusually, else the unguarded inner setter, else the final-boundary capture, else the
+    setter."""
+    rule = a.rule
+    if rule.default_shift or any(c.when for c in rule.explicit):
+        return a.setter.file
+    if rule.reach.unguarded:
+        return rule.reach.unguarded.file
+    if rule.reach.max_capture == "N":
+        return rule.reach.site.file
+    return a.setter.file
+
+
+def _base_key(conv: Convention, name: str) -> tuple:
+    r = conv.rules[name]
+    return (r.default_ids, r.default_shift, tuple((c.when, c.shift) for c in r.explicit), r.min_capture,
+            r.max_capture)
+
+
+def _base_name(members: list[ArchResult], base: Convention | None, taken: dict) -> str | None:
+    """The built-in rule most members are mapped to, when it means the same as the probed rule."""
+    if base is None:
+        return None
+    votes = Counter(base.architectures[a.arch] for a in members if a.arch in base.architectures)
+    for name, _ in sorted(votes.items(), key=lambda kv: (-kv[1], kv[0])):
+        if name not in taken and _base_key(base, name) == members[0].rule.key()[:5]:
+            return name
+    return None
+
+
+def group_rules(result: ProbeResult, base: Convention | None = None) -> dict[str, list[ArchResult]]:
+    """Rule name -> the supported architectures that share it; the representative member first.
+
+    Architectures share a rule when their rules mean the same (:meth:`ProbedRule.key`). A rule keeps
+    the name of the ``base`` (built-in) rule most of its members are mapped to when that rule means
+    the same; otherwise it is named after the file most of its members owe it to (see
+    :func:`_feature_file`): ``llama``, ``deepseek_v2``, ``gpt_oss``, ``qwen2_moe``...
+    """
+    groups: dict[tuple, list[ArchResult]] = {}
+    for a in sorted(result.by_status(SUPPORTED), key=lambda a: a.arch):
+        groups.setdefault(a.rule.key(), []).append(a)
+    named: dict[str, list[ArchResult]] = {}
+    # the largest groups choose their names first, so the most common rule gets the plain file name
+    for members in sorted(groups.values(), key=lambda m: (-len(m), m[0].arch)):
+        counts = Counter(_feature_file(a) for a in members)
+        file = sorted(counts, key=lambda f: (-counts[f], f))[0]
+        name = _base_name(members, base, named)
+        if name is None:
+            stem, n = file[:-3], 2
+            name = stem
+            while name in named:
+                name, n = f"{stem}_{n}", n + 1
+        # the representative, whose sites are cited: one the built-in file maps to this rule, owing
+        # the rule to the naming file, through the most shared setter
+        setters = Counter(a.setter for a in members)
+        in_base = base.architectures if base is not None else {}
+        rep = min(members, key=lambda a: (in_base.get(a.arch) != name, _feature_file(a) != file,
+                                          -setters[a.setter], a.arch))
+        named[name] = [rep] + [a for a in members if a is not rep]
+    return named
+
+
+def _rule_json(members: list[ArchResult], version: str) -> dict:
+    rule = members[0].rule  # the representative: its sites are cited
+    setters = sorted({a.setter.short() for a in members})
+    source = f"{', '.join(setters)}@v{version}; {rule.reach.how}"
+    if rule.reach.unguarded:
+        source += f"; setattr(self.layers[i]) unguarded at {rule.reach.unguarded.short()}: an index >= N raises " \
+                  "IndexError at start-up"
+    n_from = sorted({a.rule.n_from for a in members if a.rule.n_from})
+    if n_from:
+        source += f"; N = {' | '.join(n_from)}"
+    explicit = []
+    for case in rule.explicit:
+        item: dict = {}
+        if case.when:
+            item["when"] = case.when
+        item["shift"] = case.shift
+        item["source"] = case.site.short()
+        explicit.append(item)
+    return {"default_ids": rule.default_ids, "default_shift": rule.default_shift, "explicit": explicit,
+            "min_capture": rule.reach.min_capture, "max_capture": rule.reach.max_capture, "source": source}
+
+
+def to_convention_data(result: ProbeResult, base: Convention | None = None) -> dict:
+    """The convention file (a JSON-ready dict) for ``result``; ``base``: the built-in convention whose
+    draft-side keys are reused."""
+    groups = group_rules(result, base)
+    rules = {name: _rule_json(members, result.version) for name, members in groups.items()}
+    archs = {a.arch: name for name, members in groups.items() for a in members}
+    notes = [f"Generated by `eagle-audit probe {result.engine}` from {result.origin}: target-side capture rules "
+             f"read with ast from {result.engine}/srt/models/*.py; nothing was imported."]
+    ids_from = list(result.ids_from or ())
+    if result.ids_from is None:
+        ids_from = list(base.ids_from) if base else []
+        notes.append("ids_from: the draft-ids reader was not found in this source; "
+                     + (f"copied from the built-in {base.name} {base.version} convention" if base else "left empty"))
+    if base is not None:
+        notes.append(f"aux_count_from, draft_flags, fc_skip_when_width_equals_hidden are not probed: copied from "
+                     f"the built-in {base.name} {base.version} convention ({base.path}).")
+    for a in result.archs:
+        if a.status in (DELEGATING_UNRESOLVED, UNRECOGNISED):
+            notes.append(f"{a.arch}: {a.status}: {a.reason}")
+    notes.extend(f"not parsed: {s}" for s in result.skipped)
+    ids_source = f"{result.ids_site.path}:{result.ids_site.short().split(':')[1]}" if result.ids_site \
+        else "ids reader not found"
+    data: dict = {
+        "schema": SCHEMA,
+        "name": result.engine,
+        "kind": "engine",
+        "title": TITLES.get(result.engine, result.engine),
+        "version": result.version,
+        "source": f"{result.engine}=={result.version} ({result.origin}): {result.engine}/srt/models/*.py "
+                  f"set_eagle3_layers_to_capture; {ids_source} (ids read from {', '.join(ids_from) or 'nowhere'})",
+        "generated_by": f"eagle-audit {__version__} probe",
+        "ids_from": ids_from,
+        "order": "ascending",
+        "rules": rules,
+        "architectures": dict(sorted(archs.items())),
+        "fallback_rule": None,
+        "unsupported": {a.arch: a.reason for a in sorted(result.by_status(UNSUPPORTED), key=lambda a: a.arch)},
+    }
+    if base is not None:
+        data["aux_count_from"] = list(base.aux_count_from)
+        data["draft_flags"] = {k: {"honoured": f.honoured, "default": f.default} for k, f in base.draft_flags.items()}
+        data["fc_skip_when_width_equals_hidden"] = base.fc_skip_when_width_equals_hidden
+    data["notes"] = notes
+    return data
+
+
+def to_convention(result: ProbeResult, base: Convention | None = None, path: str | None = None) -> Convention:
+    """The probed convention, loaded exactly as a file would be."""
+    return parse_convention(to_convention_data(result, base), path or f"probe:{result.origin}")

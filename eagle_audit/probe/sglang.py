@@ -1,0 +1,62 @@
+"""SGLang: capture rules from ``sglang/srt/models/*.py``, the ids' source from ``spec_aux_hidden_state.py``.
+
+SGLang registers an architecture by listing its class in the model file's ``EntryClass``; the
+target's ``set_eagle3_layers_to_capture(ids)`` is called once at start-up with the ids the draft
+config names (``model_executor/model_runner_components/spec_aux_hidden_state.py``,
+``_resolve_eagle_aux_hidden_state``), or ``None``.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from .architectures import ArchitectureReader
+from .ids_reader import read_ids_from
+from .modules import ModuleIndex
+from .results import ProbeResult
+from .source import BadSource, SourceTree, locate
+
+ENGINE = "sglang"
+IDS_FILE = "spec_aux_hidden_state.py"
+IDS_FUNCTION = "_resolve_eagle_aux_hidden_state"
+
+
+def _literal_version(text: str) -> str | None:
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            if any(isinstance(t, ast.Name) and t.id in ("__version__", "version") for t in node.targets):
+                return node.value.value
+    return None
+
+
+def read_version(tree: SourceTree) -> str:
+    """``__version__`` from ``sglang/version.py`` (or the ``_version.py`` it imports), else the
+    distribution's version, else "unknown"."""
+    for name in ("version.py", "_version.py"):
+        text = tree.files.get(f"{tree.package}/{name}")
+        found = _literal_version(text) if text else None
+        if found:
+            return found
+    return tree.dist_version or "unknown"
+
+
+def probe_sglang(source: str | os.PathLike | None = None) -> ProbeResult:
+    """Probe SGLang's EAGLE-3 capture rules from ``source`` (a folder or a .whl) or the installed copy."""
+    tree = locate(ENGINE, source, extra_names=(IDS_FILE,))
+    index = ModuleIndex({p: tree.files[p] for p in tree.model_files()})
+    if not index.modules:
+        raise BadSource(f"{tree.origin}: none of the files under {tree.models_dir()} could be parsed")
+    archs = ArchitectureReader(index).read_all()
+    ids = None
+    for path in tree.find(IDS_FILE):
+        ids = read_ids_from(path, tree.files[path], IDS_FUNCTION)
+        if ids:
+            break
+    return ProbeResult(engine=ENGINE, version=read_version(tree), origin=tree.origin,
+                       ids_from=ids[0] if ids else None, ids_site=ids[1] if ids else None,
+                       archs=tuple(archs), skipped=tuple(index.skipped))
