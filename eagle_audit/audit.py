@@ -6,7 +6,6 @@ One function, :func:`run_layers`, that the CLI calls; it returns a frozen :class
 from __future__ import annotations
 
 import platform
-import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -42,6 +41,24 @@ class LayersOptions:
     static: bool = False
     scan: bool = True
     use_installed_engine: bool = True
+
+    def command(self) -> str:
+        """The `eagle-audit layers` command line that reproduces this audit."""
+        import shlex
+
+        defaults = LayersOptions(target="", draft="")
+        parts = ["eagle-audit", "layers", "--target", self.target, "--draft", self.draft]
+        for name, flag in (("engine", "--engine"), ("trainer", "--trainer"), ("trained_boundaries", "--trained-boundaries"),
+                           ("prompts", "--prompts"), ("max_prompts", "--max-prompts"), ("max_tokens", "--max-tokens"),
+                           ("device", "--device"), ("dtype", "--dtype"), ("device_map", "--device-map")):
+            value = getattr(self, name)
+            if value is not None and value != getattr(defaults, name):
+                parts += [flag, str(value)]
+        if self.trained_ids is not None:
+            parts += ["--trained-ids", ",".join(map(str, self.trained_ids))]
+        parts += [flag for on, flag in ((self.static, "--static"), (not self.scan, "--no-scan"),
+                                        (not self.use_installed_engine, "--builtin-rules")) if on]
+        return shlex.join(parts)
 
 
 def _engine(name: str, use_installed: bool, notes: list[str]) -> Convention:
@@ -143,7 +160,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
     fix = plan_fix(engine, info.architecture, info.num_layers, trained.states, draft, info.hidden_size, trainer) if errors else None
     provenance = {
         "eagle_audit": __version__, "torch": torch.__version__, "transformers": _version("transformers"),
-        "python": platform.python_version(), "command": "eagle-audit " + " ".join(sys.argv[1:]),
+        "python": platform.python_version(), "command": opts.command(),
         "engine_rules": engine.to_json(), "trainer_rules": trainer.to_json() if trainer else None,
         "device": target.device if target else None, "dtype": target.dtype if target else None,
         "static": opts.static, "prompts": opts.prompts or "built-in chat set", "num_prompts": n_prompts,

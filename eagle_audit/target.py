@@ -59,8 +59,10 @@ class TargetInfo:
         return dict(self.__dict__)
 
 
-def _sha(obj: Any) -> str:
-    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+def config_hash(config) -> str:
+    """sha256 of the config's content, without the keys that only say where it was loaded from."""
+    data = {k: v for k, v in config.to_dict().items() if k not in ("_name_or_path", "transformers_version")}
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def _resolve_dir(target: str) -> tuple[Path, str | None]:
@@ -155,7 +157,7 @@ def target_info(target: str, config=None) -> TargetInfo:
         raise UnknownArchitecture(f"{target}: config has no num_hidden_layers/hidden_size (model_type {config.model_type!r})")
     return TargetInfo(name=str(target), source=str(target), architecture=arch, model_type=config.model_type,
                       num_layers=int(n), hidden_size=int(h), vocab_size=int(getattr(tc, "vocab_size", 0) or 0),
-                      config_sha256=_sha(config.to_dict()),
+                      config_sha256=config_hash(config),
                       first_k_dense_replace=getattr(tc, "first_k_dense_replace", None))
 
 
@@ -236,6 +238,7 @@ def parse_dtype(name: str, device: str):
 def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_map: str | None = None,
                 progress=None) -> LoadedTarget:
     import torch
+    from safetensors import SafetensorError
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
@@ -255,7 +258,7 @@ def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_ma
         kwargs["device_map"] = device_map
     try:
         model = _load_model(directory, config, kwargs)
-    except (OSError, ValueError, RuntimeError) as e:
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:  # SafetensorError: truncated/corrupt file
         raise BadCheckpoint(f"{target}: the weights cannot be loaded ({type(e).__name__}: {str(e).splitlines()[0]})") from None
     if not device_map:
         model.to(device)

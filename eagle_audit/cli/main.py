@@ -5,6 +5,8 @@ from __future__ import annotations
 import typer
 
 from .layers import layers
+from .probe import probe
+from .report import report
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines.")
@@ -17,12 +19,8 @@ def _root() -> None:
 
 app.command("layers")(layers)
 
-try:  # commands added by later modules register when present
-    from .probe import probe
-
-    app.command("probe")(probe)
-except ImportError:  # pragma: no cover
-    pass
+app.command("probe")(probe)
+app.command("report")(report)
 
 
 def main() -> None:

@@ -1,0 +1,70 @@
+"""`eagle-audit report`: render result JSON as a self-contained HTML page and a Markdown summary."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import AuditError
+from .common import err, error_edge
+
+
+def report(
+    results: Annotated[list[str], typer.Argument(
+        help="One or two result JSON files: a layers result, an accept-rate result, or one of each for the same "
+        "target and draft (merged into one report).", metavar="RESULT.json", show_default=False)],
+    html: Annotated[Optional[str], typer.Option(
+        "--html", help="Write the HTML report (one self-contained file) to FILE.")] = None,
+    md: Annotated[Optional[str], typer.Option(
+        "--md", help="Write the Markdown report to FILE, or '-' for stdout (e.g. for a pull-request comment).")] = None,
+    out_dir: Annotated[Optional[str], typer.Option(
+        "--out", help="Write NAME.json, NAME.html and NAME.md into DIR, NAME from verdict, target and draft. "
+        "The default when neither --html nor --md is given: reports/.")] = None,
+) -> None:
+    """Render one or two result JSON files as an HTML page and a Markdown summary.
+
+    Examples:
+
+      eagle-audit layers --json result.json; eagle-audit report result.json --html audit.html --md audit.md
+
+      eagle-audit report result.json                         # reports/<verdict>-<target>-<draft>.{json,html,md}
+
+      eagle-audit report layers.json accept.json --html both.html
+
+      eagle-audit report result.json --md - | gh pr comment 123 --body-file -
+
+    Exit codes: 0 written, 2 bad input (missing file, not JSON, unknown schema, results of other targets or drafts).
+    """
+    with error_edge():
+        from ..report import load_result, merge, render_html, render_markdown, write_reports
+
+        if len(results) > 2:
+            raise AuditError(f"report: {len(results)} results given; pass one, or a layers and an accept-rate result")
+        docs = [load_result(p) for p in results]
+        data = merge(*docs)
+        if html is None and md is None and out_dir is None:
+            out_dir = "reports"
+        rendered = []
+        if html is not None:
+            rendered.append((html, render_html(data)))
+        if md is not None:
+            rendered.append((md, render_markdown(data)))
+        for dest, text in rendered:  # everything rendered before anything is written
+            _write(dest, text)
+        if out_dir is not None:
+            for path in write_reports(docs[0] if len(docs) == 1 else data, out_dir):  # one file: kept as it was
+                err.print(f"wrote {path}", highlight=False)
+
+
+def _write(dest: str, text: str) -> None:
+    if dest == "-":
+        sys.stdout.write(text)
+        return
+    try:
+        Path(dest).write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise AuditError(f"{dest}: cannot write the report ({e.strerror or e})") from None
+    err.print(f"wrote {dest}", highlight=False)

@@ -1,0 +1,155 @@
+"""What a report is made from: result JSON documents, read, checked and merged.
+
+A report renders one of three documents, all plain JSON dicts:
+
+``eagle-audit/layers/1``
+    a ``layers`` result (:meth:`eagle_audit.result.LayersResult.to_json`).
+``eagle-audit/accept-rate/1``
+    an ``accept-rate`` result. Every key is optional; the report uses ``accept_length``
+    (wiring -> mean accept length), ``per_position`` (wiring -> acceptance rate at each draft
+    position), ``attribution`` (``[{slot, accept_length}]``), ``server`` (``{accept_length, source}``),
+    ``target``, ``draft`` and ``provenance`` when present.
+``eagle-audit/report/1``
+    both of the above for the same target and draft: ``{"schema", "layers", "accept_rate"}``
+    (:func:`merge`).
+
+:func:`normalize` turns any of them into the merged form; nothing else in the package reads schemas.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import AuditError, InputNotFound
+from ..result import LAYERS_SCHEMA
+
+ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
+REPORT_SCHEMA = "eagle-audit/report/1"
+
+#: schema -> the key that document takes in a merged report
+KINDS = {LAYERS_SCHEMA: "layers", ACCEPT_SCHEMA: "accept_rate"}
+
+#: keys a layers result cannot be rendered without, with the JSON type each must have
+_LAYERS_REQUIRED = {"verdict": str, "target": dict, "draft": dict, "slots": list, "findings": list}
+
+
+class BadResult(AuditError):
+    """A result file that is not JSON, not an object, of an unknown schema, or missing a key."""
+
+
+class ResultsDiffer(AuditError):
+    """Two results that cannot be merged: other targets or drafts, or two of the same kind."""
+
+
+def load_result(path: str | Path) -> dict:
+    """Read one result file and check it (:func:`normalize` raises for a document it cannot render)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputNotFound(f"{path}: no such result file",
+                            hint="write one with: eagle-audit layers --json FILE")
+    if not p.is_file():
+        raise BadResult(f"{path}: not a file")
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise BadResult(f"{path}: not a text file (expected a JSON result)") from None
+    except json.JSONDecodeError as e:
+        raise BadResult(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    normalize(data, where=str(path))
+    return data
+
+
+def normalize(data: Any, where: str = "result") -> dict:
+    """Any renderable document -> ``{"schema": REPORT_SCHEMA, "layers": dict | None, "accept_rate": dict | None}``."""
+    if not isinstance(data, Mapping):
+        raise BadResult(f"{where}: expected a JSON object, got {type(data).__name__}")
+    schema = data.get("schema")
+    if schema == REPORT_SCHEMA or (schema is None and ("layers" in data or "accept_rate" in data)):
+        layers, accept = data.get("layers"), data.get("accept_rate")
+        if layers is None and accept is None:
+            raise BadResult(f"{where}: a merged report holds neither 'layers' nor 'accept_rate'")
+        if layers is not None:
+            _check(layers, LAYERS_SCHEMA, f"{where}: layers")
+        if accept is not None:
+            _check(accept, ACCEPT_SCHEMA, f"{where}: accept_rate")
+        if layers is not None and accept is not None:
+            _same_subject(layers, accept)
+        return {"schema": REPORT_SCHEMA, "layers": layers, "accept_rate": accept}
+    if schema not in KINDS:
+        known = ", ".join([*KINDS, REPORT_SCHEMA])
+        shown = repr(schema) if schema is not None else "no 'schema' key"
+        raise BadResult(f"{where}: unknown result schema ({shown}); this eagle-audit reads: {known}",
+                        hint="results come from eagle-audit layers --json FILE or eagle-audit accept-rate --json FILE")
+    _check(data, schema, where)
+    merged: dict[str, Any] = {"schema": REPORT_SCHEMA, "layers": None, "accept_rate": None}
+    merged[KINDS[schema]] = dict(data)
+    return merged
+
+
+def merge(*documents: Mapping[str, Any]) -> dict:
+    """One report document from one or two results (a layers and an accept-rate result of the same
+    target and draft, in either order)."""
+    if not 1 <= len(documents) <= 2:
+        raise ResultsDiffer(f"a report is made from one or two results, got {len(documents)}")
+    parts = [normalize(d, where=f"result {i + 1}") for i, d in enumerate(documents)]
+    if len(parts) == 1:
+        return parts[0]
+    out: dict[str, Any] = {"schema": REPORT_SCHEMA, "layers": None, "accept_rate": None}
+    for part in parts:
+        for key in ("layers", "accept_rate"):
+            if part[key] is not None:
+                if out[key] is not None:
+                    raise ResultsDiffer(f"two {key.replace('_', '-')} results given: pass at most one layers and one "
+                                        "accept-rate result")
+                out[key] = part[key]
+    if out["layers"] is not None and out["accept_rate"] is not None:
+        _same_subject(out["layers"], out["accept_rate"])
+    return out
+
+
+def _check(doc: Any, schema: str, where: str) -> None:
+    if not isinstance(doc, Mapping):
+        raise BadResult(f"{where}: expected a JSON object, got {type(doc).__name__}")
+    if doc.get("schema") != schema:
+        raise BadResult(f"{where}: schema is {doc.get('schema')!r}, expected {schema!r}")
+    if schema == LAYERS_SCHEMA:
+        for key, kind in _LAYERS_REQUIRED.items():
+            if key not in doc:
+                raise BadResult(f"{where}: key {key!r} is missing from the layers result")
+            if not isinstance(doc[key], kind):
+                raise BadResult(f"{where}: key {key!r} should be a JSON {_JSON_TYPE[kind]}, "
+                                f"got {type(doc[key]).__name__}")
+
+
+_JSON_TYPE = {str: "string", dict: "object", list: "array"}
+
+
+def _identity(doc: Mapping[str, Any], side: str) -> tuple[str | None, str | None]:
+    """(config_sha256, name) of the target or draft a result is about; either may be unknown."""
+    part = doc.get(side)
+    if not isinstance(part, Mapping):
+        return None, None
+    return part.get("config_sha256"), part.get("name") or part.get("path")
+
+
+def _same_subject(layers: Mapping[str, Any], accept: Mapping[str, Any]) -> None:
+    """Refuse to merge results about different targets or drafts. Compared by config_sha256 where
+    both have one, else by name/path; a side the accept-rate result does not describe is not compared."""
+    for side in ("target", "draft"):
+        (sha_l, name_l), (sha_a, name_a) = _identity(layers, side), _identity(accept, side)
+        if sha_l and sha_a:
+            differ = sha_l != sha_a
+        elif name_l and name_a:
+            differ = name_l != name_a
+        else:
+            continue
+        if differ:
+            def show(name, sha):
+                return f"{name or '?'} (config {sha[:12]})" if sha else f"{name or '?'}"
+
+            raise ResultsDiffer(
+                f"cannot merge: the layers result is for {side} {show(name_l, sha_l)}, the accept-rate result "
+                f"for {side} {show(name_a, sha_a)}",
+                hint="render them separately: eagle-audit report A.json --html a.html; eagle-audit report B.json ...")

@@ -1,0 +1,310 @@
+"""The view of a report: result JSON reduced to what the templates show, in the order they show it.
+
+Templates receive only a :class:`View` (plain strings, numbers and figure geometry); every decision
+about wording, order and colour is made here, every piece of markup is in ``templates/``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import PurePath
+from typing import Any, Mapping
+
+from .. import __version__
+from ..result import CODES
+from . import figures
+from .acceptance import AcceptView, accept_view, as_dict, label, number
+from .inputs import normalize
+
+#: the note a layers finding carries when its fix is the config change shown once for all findings
+_SEE_FIX = "see the fix below"
+
+
+@dataclass(frozen=True)
+class FindingView:
+    code: str
+    severity: str  # "error" | "warning"
+    slot: int | None
+    what: str
+    why: str
+    fix: str | None  # None: the config change (FixView) is the fix
+    meaning: str  # the code's documented sentence
+
+
+@dataclass(frozen=True)
+class FixView:
+    engine: str
+    possible: bool
+    explanation: str
+    patch_json: str | None  # the JSON merge patch for the draft's config.json, pretty-printed
+    key: str | None
+    ids: list | None
+    resolved: list[str]
+
+
+@dataclass(frozen=True)
+class SlotView:
+    index: int
+    trained: str
+    served: str
+    cosine: str
+    nearest: str
+    verdict: str
+    css: str  # "ok" | "warn" | "bad"
+
+
+@dataclass(frozen=True)
+class WiringView:
+    side: str  # "trained" | "served"
+    convention: str
+    version: str
+    rule: str
+    ids: str
+    ids_source: str
+    case: str
+    states: str
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    value: str
+    code: bool = False  # monospace
+
+
+@dataclass(frozen=True)
+class ProvenanceView:
+    title: str
+    rows: list[Row]
+    command: str | None
+    notes: list[str]
+
+
+@dataclass(frozen=True)
+class View:
+    title: str
+    has_layers: bool  # a layers audit is in the report (findings, fix, slots, heatmap, wirings)
+    verdict: str | None  # "match" | "mismatch": the layers verdict, else the accept-rate one; None if neither
+    headline: str  # the verdict as the heading says it
+    summary: str
+    accept_line: str  # the accept lengths in one line, beside a layers summary
+    target: str
+    target_detail: str
+    draft: str
+    draft_detail: str
+    engine: str | None
+    findings: list[FindingView]
+    errors: int
+    warnings: int
+    fix: FixView | None
+    slots: list[SlotView]
+    wiring: list[WiringView]
+    heatmap: figures.Heatmap | None
+    heatmap_note: str | None
+    accept: AcceptView | None
+    provenance: list[ProvenanceView]
+    generator: str = field(default=f"eagle-audit {__version__}")
+
+
+def build_view(data: Mapping[str, Any]) -> View:
+    doc = normalize(data)
+    layers, accept = doc["layers"], doc["accept_rate"]
+    subject = layers if layers is not None else accept
+    target = as_dict(subject.get("target"))
+    draft = as_dict(subject.get("draft"))
+    tname, dname = short_name(target.get("name")), short_name(draft.get("path") or draft.get("name"))
+    findings: list[FindingView] = []
+    fix = None
+    slots: list[SlotView] = []
+    wiring: list[WiringView] = []
+    heat, heat_note, engine, verdict = None, None, None, None
+    if layers is not None:
+        verdict = layers["verdict"]
+        findings = _findings(layers["findings"])
+        fix = _fix(layers.get("fix"))
+        slots = [_slot(s) for s in layers["slots"] if isinstance(s, Mapping)]
+        wiring = [w for w in (_wiring("trained", layers.get("trained")), _wiring("served", layers.get("served"))) if w]
+        heat, heat_note = _heatmap(layers, slots)
+        rules = as_dict(as_dict(layers.get("provenance")).get("engine_rules"))
+        served = as_dict(layers.get("served"))
+        engine = " ".join(str(x) for x in (rules.get("title") or served.get("convention"),
+                                            rules.get("version") or served.get("version")) if x) or None
+        if fix is not None and engine and fix.engine == served.get("convention"):
+            fix = replace(fix, engine=engine)
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    acc_view = accept_view(accept) if accept is not None else None
+    if layers is not None:
+        summary = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+        if engine:
+            summary += f" · served by {engine}"
+        accept_line = acc_view.summary if acc_view is not None else ""
+    else:
+        verdict = acc_view.verdict
+        summary = acc_view.summary or "no accept lengths in this result"
+        accept_line = ""
+    provenance = []
+    if layers is not None:
+        provenance.append(_provenance("layers audit", layers))
+    if accept is not None:
+        provenance.append(_provenance("accept-rate", accept))
+    head = verdict if layers is not None else "accept rate" + (f": {verdict}" if verdict else "")
+    return View(
+        title=f"eagle-audit: {head} · {tname} ← {dname}", has_layers=layers is not None, verdict=verdict,
+        headline=head, summary=summary, accept_line=accept_line, target=tname, target_detail=_target_detail(target),
+        draft=dname,
+        draft_detail=_draft_detail(draft), engine=engine, findings=findings, errors=errors, warnings=warnings, fix=fix,
+        slots=slots, wiring=wiring, heatmap=heat, heatmap_note=heat_note, accept=acc_view, provenance=provenance)
+
+
+def short_name(name: Any) -> str:
+    """The last part of a path or hub id, without a .gguf suffix: what a person calls the model."""
+    if not name:
+        return "?"
+    base = PurePath(str(name).rstrip("/")).name or str(name)
+    return base[: -len(".gguf")] if base.lower().endswith(".gguf") else base
+
+
+def _verdict_css(verdict: str) -> str:
+    if verdict == "ok":
+        return "ok"
+    return "warn" if verdict.startswith("offset") else "bad"
+
+
+def _findings(raw: list) -> list[FindingView]:
+    out = []
+    for f in raw:
+        if not isinstance(f, Mapping):
+            continue
+        fix = f.get("fix")
+        out.append(FindingView(code=str(f.get("code", "?")), severity=str(f.get("severity", "error")),
+                               slot=f.get("slot"), what=str(f.get("what", "")), why=str(f.get("why", "")),
+                               fix=None if not fix or fix == _SEE_FIX else str(fix),
+                               meaning=CODES.get(str(f.get("code")), "")))
+    return sorted(out, key=lambda f: f.severity != "error")  # errors first, otherwise as found
+
+
+def _fix(raw: Any) -> FixView | None:
+    if not isinstance(raw, Mapping):
+        return None
+    patch = raw.get("patch") or None
+    return FixView(engine=str(raw.get("engine", "?")), possible=bool(raw.get("possible")),
+                   explanation=str(raw.get("explanation", "")),
+                   patch_json=pretty_json(patch) if patch else None, key=raw.get("key"),
+                   ids=raw.get("ids"), resolved=[label(s) for s in raw.get("resolved") or []])
+
+
+def pretty_json(obj: Any, indent: int = 2, _level: int = 0) -> str:
+    """JSON indented by object, with lists of scalars kept on one line (ids read as ids)."""
+    pad, inner = " " * (indent * _level), " " * (indent * (_level + 1))
+    if isinstance(obj, Mapping) and obj:
+        items = [f"{inner}{json.dumps(str(k))}: {pretty_json(v, indent, _level + 1)}" for k, v in obj.items()]
+        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
+    if isinstance(obj, list) and any(isinstance(x, (Mapping, list)) for x in obj):
+        return "[\n" + ",\n".join(inner + pretty_json(x, indent, _level + 1) for x in obj) + "\n" + pad + "]"
+    return json.dumps(obj)
+
+
+def _slot(s: Mapping) -> SlotView:
+    cos, ncos = number(s.get("cosine")), number(s.get("nearest_cosine"))
+    nearest = label(s.get("nearest")) if s.get("nearest") is not None else "-"
+    if nearest != "-" and ncos is not None:
+        nearest += f" ({ncos:.3f})"
+    verdict = str(s.get("verdict", "?"))
+    return SlotView(index=int(s.get("index", 0)), trained=label(s.get("trained")), served=label(s.get("served")),
+                    cosine=f"{cos:.3f}" if cos is not None else "-", nearest=nearest, verdict=verdict,
+                    css=_verdict_css(verdict))
+
+
+def _wiring(side: str, raw: Any) -> WiringView | None:
+    if not isinstance(raw, Mapping):
+        return None
+    ids = raw.get("ids")
+    notes = []
+    if raw.get("dropped"):
+        notes.append(f"ids never captured (dropped): {raw['dropped']}")
+    if raw.get("ignored_places"):
+        notes.append(f"ids present but not read from: {', '.join(map(str, raw['ignored_places']))}")
+    version = str(raw.get("version") or "")
+    return WiringView(side=side, convention=str(raw.get("convention", "?")), version="" if version == "-" else version,
+                      rule=str(raw.get("rule", "")), ids=str(list(ids)) if ids is not None else "-",
+                      ids_source=str(raw.get("ids_source", "")), case=str(raw.get("case", "")),
+                      states=", ".join(label(s) for s in raw.get("states") or []) or "-", notes=notes)
+
+
+def _heatmap(layers: Mapping, slots: list[SlotView]) -> tuple[figures.Heatmap | None, str | None]:
+    heat = layers.get("heatmap")
+    if not isinstance(heat, Mapping) or not heat.get("states") or not heat.get("rows"):
+        static = as_dict(layers.get("provenance")).get("static")
+        why = "--static: no target weights were loaded" if static else "captured without --scan"
+        return None, f"No heatmap in this result ({why})."
+    states = [str(s) for s in heat["states"]]
+    rows = [[number(v) if number(v) is not None else float("nan") for v in row] for row in heat["rows"]]
+    by_index = {s.index: s for s in slots}
+    trained_states = [label(s) for s in as_dict(layers.get("trained")).get("states") or []]
+    row_slots = []
+    for r in range(len(rows)):
+        slot = by_index.get(r)
+        trained = slot.trained if slot is not None and slot.trained != "-" else (
+            trained_states[r] if r < len(trained_states) else f"row {r}")
+        row_slots.append({"index": r, "trained": trained,
+                          "served": slot.served if slot is not None and slot.served != "-" else None,
+                          "verdict": slot.verdict if slot is not None else "?",
+                          "css": slot.css if slot is not None else "muted"})
+    return figures.heatmap(states, rows, row_slots), None
+
+
+def _target_detail(t: Mapping) -> str:
+    parts = [t.get("architecture"), f"N={t['num_layers']}" if t.get("num_layers") else None,
+             f"hidden {t['hidden_size']}" if t.get("hidden_size") else None]
+    return ", ".join(str(p) for p in parts if p)
+
+
+def _draft_detail(d: Mapping) -> str:
+    parts = [f"{d['layout']} layout" if d.get("layout") else None,
+             f"fc {d['fc_in']}→{d['fc_out']}" if d.get("fc_in") and d.get("fc_out") else None]
+    return ", ".join(str(p) for p in parts if p)
+
+
+def _rules(r: Any) -> str | None:
+    if not isinstance(r, Mapping):
+        return None
+    head = " ".join(str(x) for x in (r.get("title") or r.get("name"), r.get("version")) if x)
+    return f"{head} — {r['source']}" if r.get("source") else head
+
+
+def _provenance(title: str, doc: Mapping) -> ProvenanceView:
+    p, t, d = as_dict(doc.get("provenance")), as_dict(doc.get("target")), as_dict(doc.get("draft"))
+    rows = [Row("eagle-audit", str(p.get("eagle_audit", "?"))), Row("torch", str(p.get("torch", "?"))),
+            Row("transformers", str(p.get("transformers", "?")))]
+    if p.get("python"):
+        rows.append(Row("python", str(p["python"])))
+    for name, key in (("engine rules", "engine_rules"), ("trainer rules", "trainer_rules")):
+        text = _rules(p.get(key))
+        if text:
+            rows.append(Row(name, text))
+    if t:
+        rows.append(Row("target", str(t.get("name", "?"))))
+        if t.get("source") and t.get("source") != t.get("name"):
+            rows.append(Row("target weights", str(t["source"]), code=True))
+        if t.get("config_sha256"):
+            rows.append(Row("target config sha256", str(t["config_sha256"]), code=True))
+    if d:
+        rows.append(Row("draft", str(d.get("path") or d.get("name") or "?")))
+        if d.get("config_sha256"):
+            rows.append(Row("draft config sha256", str(d["config_sha256"]), code=True))
+    for name, key in (("device", "device"), ("dtype", "dtype"), ("prompts", "prompts"), ("prompts used", "num_prompts"),
+                      ("tokens", "tokens")):
+        if p.get(key) is not None:
+            rows.append(Row(name, str(p[key])))
+    if p.get("static"):
+        rows.append(Row("mode", "static (config only, no weights loaded)"))
+    known = {"eagle_audit", "torch", "transformers", "python", "engine_rules", "trainer_rules", "device", "dtype",
+             "prompts", "num_prompts", "tokens", "static", "command", "notes"}
+    for key, value in p.items():  # keys a later result adds are shown, not dropped
+        if key not in known and value is not None and not isinstance(value, (dict, list)):
+            rows.append(Row(key.replace("_", " "), str(value)))
+    notes = [str(n) for n in p.get("notes") or [] if n]
+    return ProvenanceView(title=title, rows=rows, command=p.get("command"), notes=notes)

@@ -1,0 +1,56 @@
+"""Write a report's three files: the JSON it was made from, HTML and Markdown."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..errors import AuditError
+from .inputs import normalize
+from .render import render_html, render_markdown
+from .view import short_name
+
+
+def report_name(data: Mapping[str, Any]) -> str:
+    """The stem the files of a report share: ``<verdict>-<target>-<draft>`` (``accept-rate-<verdict>-<target>-<draft>``
+    without a layers audit), lower case, e.g. ``mismatch-smollm2-135m-instruct.q4_1-demo-draft-v1``.
+
+    Deterministic on purpose: auditing the same pair again replaces its report, while the report
+    written after a fix (``match-...``) sits beside the one that found the problem (``mismatch-...``).
+    """
+    doc = normalize(data)
+    subject = doc["layers"] if doc["layers"] is not None else doc["accept_rate"]
+    target, draft = subject.get("target") or {}, subject.get("draft") or {}
+    if doc["layers"] is not None:
+        head = [doc["layers"]["verdict"]]
+    else:
+        verdict = doc["accept_rate"].get("verdict")
+        head = ["accept-rate"] + ([verdict] if verdict in ("match", "mismatch") else [])
+    parts = [*head, short_name(target.get("name") if isinstance(target, Mapping) else None),
+             short_name((draft.get("path") or draft.get("name")) if isinstance(draft, Mapping) else None)]
+    return "-".join(_slug(p) for p in parts if p and p != "?")
+
+
+def _slug(text: str) -> str:
+    s = re.sub(r"[^a-z0-9._]+", "-", str(text).lower()).strip("-.")
+    return s[:60].rstrip("-.") or "x"
+
+
+def write_reports(result_json: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
+    """Write ``<name>.json``, ``<name>.html`` and ``<name>.md`` into ``out_dir`` (created if needed) and
+    return their paths in that order; ``<name>`` is :func:`report_name`. The JSON is the input as given
+    (a single result stays a single result, so it can be rendered again or merged later)."""
+    out = Path(out_dir)
+    name = report_name(result_json)
+    html, md = render_html(result_json), render_markdown(result_json)  # render first: no partial set on error
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        paths = [out / f"{name}.json", out / f"{name}.html", out / f"{name}.md"]
+        paths[0].write_text(json.dumps(result_json, indent=2, default=str) + "\n", encoding="utf-8")
+        paths[1].write_text(html, encoding="utf-8")
+        paths[2].write_text(md, encoding="utf-8")
+    except OSError as e:
+        raise AuditError(f"{out}: cannot write the report ({e.strerror or e})") from None
+    return paths

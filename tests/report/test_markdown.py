@@ -1,0 +1,92 @@
+"""The Markdown report from real results: a verdict line, findings, the patch as ```json, the slot table,
+accept lengths when present, provenance folded away; short enough for a pull-request comment."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from eagle_audit.report import merge, render_markdown
+
+
+def _json_block(md: str) -> dict:
+    m = re.search(r"```json\n(.*?)\n```", md, re.S)
+    assert m, "no ```json block"
+    return json.loads(m.group(1))
+
+
+def test_demo_markdown(demo_result):
+    md = render_markdown(demo_result)
+    first = md.splitlines()[0]
+    assert first.startswith("### ❌ eagle-audit: **mismatch**") and "SmolLM2-135M-Instruct" in first
+    assert "errors, 0 warnings · served by SGLang" in md
+    for f in demo_result["findings"]:
+        assert f"**`{f['code']}`**" in md and f["what"] in md
+    assert _json_block(md) == demo_result["fix"]["patch"]
+    assert "#### Fix for SGLang 0.5.23" in md
+    assert "| slot | trained | served | cosine | nearest servable | verdict |" in md
+    for s in demo_result["slots"]:
+        assert f"| {s['index']} | `{s['trained']['label']}` | `{s['served']['label']}` | {s['cosine']:.3f} |" in md
+    details = md[md.index("<details>"):md.index("</details>")]
+    for value in (demo_result["provenance"]["command"], demo_result["target"]["config_sha256"],
+                  demo_result["draft"]["config_sha256"], demo_result["provenance"]["torch"]):
+        assert value in details
+    assert "\n\n\n" not in md
+    assert len(md.splitlines()) < 80  # a PR comment, not a document
+    assert "#### Acceptance" not in md
+
+
+def test_markdown_tables_are_well_formed(demo_result, make_accept_rate):
+    md = render_markdown(merge(demo_result, make_accept_rate(demo_result)))
+    table: list[str] = []
+    for line in md.splitlines() + [""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        if table:  # every row of a table has the header's column count
+            widths = {len(re.split(r"(?<!\\)\|", row)) for row in table}
+            assert len(widths) == 1, table
+            assert re.fullmatch(r"\|(:?-+:?\|)+", table[1].replace(" ", "")), table[1]
+            table = []
+
+
+def test_merged_markdown_has_accept_lengths(demo_result, make_accept_rate):
+    acc = make_accept_rate(demo_result)
+    md = render_markdown(merge(demo_result, acc))
+    assert "#### Acceptance" in md
+    assert "| trained | 3.42 |" in md and "| served | 1.37 |" in md
+    assert "| server (sglang http://127.0.0.1:30000) | 1.41 |" in md and "| live decoding (served) | 1.36 |" in md
+    assert "| acceptance rate at draft position | 1 | 2 | 3 | 4 | 5 |" in md
+    assert "| served | 0.28 | 0.07 | 0.02 | 0.00 | 0.00 |" in md
+    assert "| slot 0 (B2 → B0) | 1.52 |" in md
+    assert md.count("<details>") == 2  # layers and accept-rate provenance
+
+
+def test_match_markdown(deep_results):
+    md = render_markdown(deep_results["match"])
+    assert md.startswith("### ✅ eagle-audit: **match**")
+    assert "No findings" in md and "```json" not in md
+
+
+def test_markdown_escapes_pipes_and_html(demo_result):
+    doc = json.loads(json.dumps(demo_result))
+    doc["findings"][0]["what"] = "a <b>bold</b> claim about models/*.py and N * 2"
+    doc["provenance"]["notes"] = ["a | b"]
+    md = render_markdown(doc)
+    assert "a &lt;b&gt;bold&lt;/b&gt; claim about models/\\*.py and N \\* 2" in md
+    assert "| note | a \\| b |" in md
+
+
+def test_accept_rate_only_markdown(accept_result):
+    md = render_markdown(accept_result)
+    assert md.startswith("### ❌ eagle-audit: **accept rate: mismatch**")
+    assert "mean accept length: trained 3.42, served 1.37 (-60%)" in md
+    assert "#### Findings" not in md and "#### Acceptance" in md and "#### Slots" not in md
+
+
+def test_accept_rate_failure_and_no_verdict(demo_result, make_accept_rate):
+    acc = make_accept_rate(demo_result, verdict=None, accept_length={"trained": 3.1, "served": None},
+                           failures={"served": "feeds 4 state(s); the draft's fc takes 3"})
+    md = render_markdown(acc)
+    assert md.startswith("### 📊 eagle-audit: **accept rate**")
+    assert "| served | ❌ fails: feeds 4 state(s); the draft's fc takes 3 |" in md
