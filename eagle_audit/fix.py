@@ -39,6 +39,11 @@ def plan_fix(engine: Convention, architecture: str, num_layers: int, trained: tu
              draft: DraftSpec, target_hidden: int, trainer: Convention | None = None) -> Fix:
     """The smallest config change after which ``engine`` feeds ``trained`` (checked by re-resolving)."""
     name = f"{engine.title} {engine.version}"
+    aux = draft.aux_count(target_hidden)
+    if aux is not None and len(trained) != aux:
+        return Fix(engine.name, False, f"The trained wiring has {len(trained)} states but fc.weight takes {aux}, so "
+                   "the trained states are unknown and no ids can be computed. Name them with --trained-boundaries or "
+                   "pick the right --trainer.")
     if any(s.normed for s in trained):
         return Fix(engine.name, False, f"{name} never applies the final norm to a captured state, so no config makes it "
                    f"feed the post-norm state the draft was trained on. Retrain on B{num_layers} (pre-norm), or serve "
@@ -57,9 +62,21 @@ def plan_fix(engine: Convention, architecture: str, num_layers: int, trained: tu
         rule = engine.draft_flags.get(flag)
         if rule is not None and rule.honoured and engine.flag(flag, draft.config) != want:
             extra[flag] = want
+        elif not (rule is not None and rule.honoured) and bool(want):
+            return Fix(engine.name, False, f"{name} does not implement the draft flag {flag}, which training used; no "
+                       f"config makes it apply it. Serve with an engine that implements {flag}, or retrain without it.")
     if draft.target_hidden_size is None and draft.hidden_size != target_hidden:
         extra["target_hidden_size"] = target_hidden
     rule = engine.rule_for(architecture)
+    try:
+        current = engine.resolve(draft.config, architecture, num_layers)
+    except Exception:
+        current = None
+    if (current is not None and not extra and list(current.states) == list(trained) and not current.dropped
+            and engine.aux_count(draft.config) == len(trained)):
+        return Fix(engine.name, False, f"{name} already feeds the trained states {[s.label() for s in trained]}; "
+                   "the errors found are not in the layer wiring and no config.json change fixes them (see each "
+                   "finding).")
     desired = [s.boundary for s in trained]
     candidates: list[tuple[str | None, list[int] | None]] = []
     for place in engine.ids_from[:1]:

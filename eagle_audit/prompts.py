@@ -32,7 +32,7 @@ class Prompt:
         msgs = [{"role": r, "content": c} for r, c in self.messages]
         if tokenizer is not None and getattr(tokenizer, "chat_template", None):
             return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
-        return "\n".join(f"{r}: {c}" for r, c in msgs) + "\nassistant:"
+        return "\n".join(f"{r}: {c}" for r, c in self.messages) + "\nassistant:"
 
 
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
@@ -97,5 +97,8 @@ def encode(prompts, tokenizer, max_tokens: int | None = None) -> list[list[int]]
     out = []
     for p in prompts:
         ids = tokenizer(p.render(tokenizer), add_special_tokens=p.text is not None)["input_ids"]
+        if not ids:  # transformers builds an empty tokenizer for some models saved without one
+            raise BadPrompts(f"a prompt encodes to no tokens with the target's tokenizer ({type(tokenizer).__name__}, "
+                             f"{len(tokenizer)} entries): the tokenizer is missing or empty, or the prompt is blank")
         out.append(list(ids[:max_tokens] if max_tokens else ids))
     return out

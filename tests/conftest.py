@@ -1,0 +1,290 @@
+"""Shared fixtures: tiny random-weight targets of real transformers architectures, the real SmolLM2
+target (GGUF, converted once into a persistent cache), and small factories for drafts, audits and
+CLI runs.
+
+Every fixture here is requested explicitly (none is autouse), so suites elsewhere under tests/ pay
+nothing for them. A test that takes ``arch_key`` runs once per tiny architecture below;
+``capture_key`` adds the real SmolLM2 target.
+
+Tiny targets (hidden 32, vocab 512, float32 random weights, saved with ``save_pretrained``):
+
+  =============  ======================================  ====  ==================================
+  key            architecture                             N    notes
+  =============  ======================================  ====  ==================================
+  llama          LlamaForCausalLM                          8    tokenizer
+  qwen3          Qwen3ForCausalLM                          4    no tokenizer (capture takes ids)
+  qwen3_moe      Qwen3MoeForCausalLM                       4    tokenizer
+  deepseek_v3    DeepseekV3ForCausalLM                    61    first_k_dense_replace=3, tokenizer
+  gpt_oss        GptOssForCausalLM                         6    tokenizer
+  qwen3_vl       Qwen3VLForConditionalGeneration           4    text stack nested in a wrapper
+  gemma3_mm      Gemma3ForConditionalGeneration            4    text stack nested in a wrapper
+  =============  ======================================  ====  ==================================
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+VOCAB = 512
+HIDDEN = 32
+DRAFT_VOCAB = 128
+
+
+@dataclass(frozen=True)
+class TinyTarget:
+    key: str
+    path: Path
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    stack_path: str  # dotted path of the decoder ModuleList inside the loaded model
+    has_tokenizer: bool
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
+def tiny_tokenizer():
+    """A real byte-level tokenizer with exactly VOCAB ids and a plain chat template: every byte is a
+    token (no merges), so any prompt text encodes."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {c: i for i, c in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    for special in ("<|bos|>", "<|eos|>", "<|pad|>"):
+        vocab[special] = len(vocab)
+    while len(vocab) < VOCAB:
+        vocab[f"<|unused_{len(vocab)}|>"] = len(vocab)
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|bos|>", eos_token="<|eos|>", pad_token="<|pad|>")
+    fast.chat_template = ("{% for m in messages %}<|bos|>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
+                          "{% if add_generation_prompt %}assistant:{% endif %}")
+    return fast
+
+
+def _small(**kw) -> dict:
+    base = dict(hidden_size=HIDDEN, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+                vocab_size=VOCAB, max_position_embeddings=256)
+    base.update(kw)
+    return base
+
+
+def _configs() -> dict[str, tuple[Callable[[], Any], str, str, bool]]:
+    """key -> (config factory, model class name, stack path, tokenizer?)."""
+    import transformers as T
+
+    return {
+        "llama": (lambda: T.LlamaConfig(num_hidden_layers=8, **_small(), architectures=["LlamaForCausalLM"]),
+                  "LlamaForCausalLM", "model.layers", True),
+        "qwen3": (lambda: T.Qwen3Config(num_hidden_layers=4, head_dim=8, **_small(),
+                                        architectures=["Qwen3ForCausalLM"]),
+                  "Qwen3ForCausalLM", "model.layers", False),
+        "qwen3_moe": (lambda: T.Qwen3MoeConfig(num_hidden_layers=4, head_dim=8, num_experts=4, num_experts_per_tok=2,
+                                               moe_intermediate_size=16, **_small(),
+                                               architectures=["Qwen3MoeForCausalLM"]),
+                      "Qwen3MoeForCausalLM", "model.layers", True),
+        "deepseek_v3": (lambda: T.DeepseekV3Config(
+            num_hidden_layers=61, first_k_dense_replace=3, hidden_size=HIDDEN, intermediate_size=64,
+            moe_intermediate_size=16, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2, n_group=1,
+            topk_group=1, num_attention_heads=2, num_key_value_heads=2, q_lora_rank=None, kv_lora_rank=16,
+            qk_rope_head_dim=8, qk_nope_head_dim=8, v_head_dim=8, vocab_size=VOCAB, max_position_embeddings=256,
+            architectures=["DeepseekV3ForCausalLM"]),
+            "DeepseekV3ForCausalLM", "model.layers", True),
+        "gpt_oss": (lambda: T.GptOssConfig(
+            num_hidden_layers=6, hidden_size=HIDDEN, intermediate_size=32, num_local_experts=4, num_experts_per_tok=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=8, vocab_size=VOCAB,
+            max_position_embeddings=256, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+            architectures=["GptOssForCausalLM"]),
+            "GptOssForCausalLM", "model.layers", True),
+        "qwen3_vl": (lambda: T.Qwen3VLConfig(
+            text_config=dict(num_hidden_layers=4, head_dim=8, **_small(), rope_parameters={
+                "rope_type": "default", "rope_theta": 10000.0, "mrope_section": [1, 1, 2]}),
+            vision_config=dict(depth=2, hidden_size=HIDDEN, intermediate_size=64, num_heads=2, out_hidden_size=HIDDEN,
+                               patch_size=4, spatial_merge_size=2, temporal_patch_size=2, num_position_embeddings=16,
+                               deepstack_visual_indexes=[0]),
+            image_token_id=VOCAB - 3, video_token_id=VOCAB - 2, vision_start_token_id=VOCAB - 4,
+            vision_end_token_id=VOCAB - 5, architectures=["Qwen3VLForConditionalGeneration"]),
+            "Qwen3VLForConditionalGeneration", "model.language_model.layers", True),
+        "gemma3_mm": (lambda: T.Gemma3Config(
+            text_config=dict(num_hidden_layers=4, head_dim=8, sliding_window=16, **_small()),
+            vision_config=dict(num_hidden_layers=1, hidden_size=HIDDEN, intermediate_size=64, num_attention_heads=2,
+                               image_size=16, patch_size=4),
+            mm_tokens_per_image=4, image_token_index=VOCAB - 3, boi_token_index=VOCAB - 4, eoi_token_index=VOCAB - 5,
+            architectures=["Gemma3ForConditionalGeneration"]),
+            "Gemma3ForConditionalGeneration", "model.language_model.layers", True),
+    }
+
+
+@pytest.fixture
+def one_thread():
+    """Run a test with one intra-op thread, then restore the setting. Tiny models are dominated by
+    thread synchronisation: on a busy 2-core machine one thread is several times faster. Modules that
+    run models opt in with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+ARCH_KEYS = ("llama", "qwen3", "qwen3_moe", "deepseek_v3", "gpt_oss", "qwen3_vl", "gemma3_mm")
+
+
+def pytest_generate_tests(metafunc):
+    """A test that takes ``arch_key`` runs once per tiny architecture; ``capture_key`` adds SmolLM2."""
+    if "arch_key" in metafunc.fixturenames:
+        metafunc.parametrize("arch_key", ARCH_KEYS)
+    if "capture_key" in metafunc.fixturenames:
+        metafunc.parametrize("capture_key", (*ARCH_KEYS, "smollm2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_targets(tmp_path_factory) -> dict[str, TinyTarget]:
+    """Every tiny target, saved once per session."""
+    import transformers as T
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    root = tmp_path_factory.mktemp("targets")
+    out = {}
+    for key, (make, cls_name, stack_path, with_tok) in _configs().items():
+        config = make()
+        torch.manual_seed(0)
+        model = getattr(T, cls_name)(config).eval()
+        path = root / key
+        model.save_pretrained(path)
+        if with_tok:
+            tiny_tokenizer().save_pretrained(path)
+        tc = config.get_text_config()
+        out[key] = TinyTarget(key, path, cls_name, tc.num_hidden_layers, tc.hidden_size, stack_path, with_tok)
+    return out
+
+
+@pytest.fixture(scope="session")
+def config_only_target(tmp_path_factory) -> Callable[..., Path]:
+    """A target directory holding only config.json (for --static audits): ``make(arch, N)``."""
+    root = tmp_path_factory.mktemp("configs")
+
+    def make(architecture: str = "LlamaForCausalLM", num_layers: int = 61, model_type: str = "llama") -> Path:
+        path = root / f"{architecture}-{num_layers}"
+        if not path.exists():
+            path.mkdir()
+            cfg = dict(_small(), architectures=[architecture], model_type=model_type, num_hidden_layers=num_layers)
+            (path / "config.json").write_text(json.dumps(cfg))
+        return path
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def audit_cache() -> Path:
+    """A persistent cache (GGUF conversion, demo draft) shared by test runs: $EAGLE_AUDIT_TEST_CACHE or
+    ~/.cache/eagle-audit-test. Set as EAGLE_AUDIT_CACHE for the session."""
+    path = Path(os.environ.get("EAGLE_AUDIT_TEST_CACHE", Path.home() / ".cache" / "eagle-audit-test"))
+    path.mkdir(parents=True, exist_ok=True)
+    old = os.environ.get("EAGLE_AUDIT_CACHE")
+    os.environ["EAGLE_AUDIT_CACHE"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("EAGLE_AUDIT_CACHE", None)
+    else:
+        os.environ["EAGLE_AUDIT_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def smollm2_path(audit_cache) -> str:
+    """The real default target (SmolLM2-135M-Instruct GGUF), materialised once into the cache."""
+    from eagle_audit.target import default_target, materialise
+
+    gguf = default_target()
+    materialise(gguf)
+    return gguf
+
+
+@pytest.fixture(scope="session")
+def smollm2(smollm2_path):
+    from eagle_audit.target import load_target
+
+    return load_target(smollm2_path)
+
+
+@pytest.fixture
+def make_draft(tmp_path) -> Callable[..., Path]:
+    """Write an SGLang-layout EAGLE-3 draft for a target (hidden 32, vocab 512 unless told):
+
+    ``make_draft(nested_ids=[1, 3, 4])``; ``n_aux`` sets fc's input width (n_aux x target hidden);
+    ``hidden`` the draft width; ``drop`` removes config keys after the weights are made;
+    ``edit`` changes the state dict before writing; ``speculators=True`` writes that layout."""
+    from eagle_audit.draft_write import draft_config, random_weights, write_draft
+
+    counter = iter(range(10_000))
+
+    def make(*, n_aux: int = 3, target_hidden: int = HIDDEN, hidden: int = HIDDEN, vocab: int = VOCAB,
+             draft_vocab: int | None = DRAFT_VOCAB, nested_ids=None, top_level_ids=None, extra=None, drop=(),
+             with_d2t: bool = True, edit: Callable[[dict], None] | None = None, speculators: bool = False,
+             name: str | None = None) -> Path:
+        extra = dict(extra or {})
+        if speculators:
+            extra.update({"architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3",
+                          "speculators_config": {"algorithm": "eagle3", "verifier": {"name_or_path": "tiny"}}})
+        cfg = draft_config(hidden_size=hidden, target_hidden_size=target_hidden, num_aux=n_aux, vocab_size=vocab,
+                           draft_vocab_size=draft_vocab, num_heads=4, num_kv_heads=2, intermediate_size=64,
+                           nested_ids=nested_ids, top_level_ids=top_level_ids, extra=extra)
+        sd = random_weights(cfg, num_aux=n_aux, with_d2t=with_d2t)
+        if edit:
+            edit(sd)
+        for key in drop:
+            cfg.pop(key, None)
+        return write_draft(tmp_path / (name or f"draft{next(counter)}"), cfg, sd)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def audit() -> Callable[..., Any]:
+    """``audit(target, draft, **LayersOptions)`` -> LayersResult, built-in engine rules, small capture."""
+    from eagle_audit.audit import LayersOptions, run_layers
+
+    def run(target, draft, **kw):
+        kw.setdefault("use_installed_engine", False)
+        kw.setdefault("max_prompts", 2)
+        kw.setdefault("max_tokens", 32)
+        return run_layers(LayersOptions(target=str(target), draft=str(draft), **kw))
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def cli() -> Callable[..., Any]:
+    """``cli("-t", t, "-d", d, ...)`` runs ``eagle-audit layers ...`` in process; returns click's Result
+    (``.exit_code``, ``.stdout``, ``.stderr``)."""
+    from typer.testing import CliRunner
+
+    from eagle_audit.cli.main import app
+
+    runner = CliRunner()
+
+    def run(*args, command: str = "layers"):
+        return runner.invoke(app, [command, *map(str, args)] if command else [*map(str, args)])
+
+    return run
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    """sha256 of every file under ``path`` (relative name -> digest)."""
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="session")
+def digest() -> Callable[[Path], dict[str, str]]:
+    return tree_digest
