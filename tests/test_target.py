@@ -1,6 +1,7 @@
 """Loading targets (HF directory, GGUF cache) and finding their decoder-layer stack."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -197,3 +198,22 @@ def test_gguf_target_loads_with_its_tokenizer(smollm2):
     assert smollm2.stack.path == "model.layers" and len(smollm2.stack) == 30
     ids = smollm2.tokenizer("Hello")["input_ids"]
     assert ids and max(ids) < 49152
+
+
+def test_hub_id_in_the_local_cache_loads_from_it(tmp_path, tiny_targets):
+    """A hub id resolves through huggingface_hub's own cache layout (models--org--name/snapshots/REV,
+    refs/main), offline. A fresh process, since huggingface_hub reads HF_HUB_CACHE at import."""
+    import shutil
+    import subprocess
+    import sys
+
+    repo = tmp_path / "hub" / "models--tiny-org--tiny-llama"
+    shutil.copytree(tiny_targets["llama"].path, repo / "snapshots" / "0123abcd")
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
+    code = ("from eagle_audit.target import load_target; t = load_target('tiny-org/tiny-llama'); "
+            "print(t.info.architecture, t.info.num_layers, len(t.stack))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    n = tiny_targets["llama"].num_layers
+    assert out.stdout.split() == ["LlamaForCausalLM", str(n), str(n)], out.stderr
