@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import typer
 
+from .accept_rate import accept_rate
 from .layers import layers
 from .probe import probe
 from .report import report
+from .train_canary import train_canary
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines.")
@@ -19,6 +21,8 @@ def _root() -> None:
 
 app.command("layers")(layers)
 
+app.command("accept-rate")(accept_rate)
+app.command("train-canary")(train_canary)
 app.command("probe")(probe)
 app.command("report")(report)
 

@@ -1,0 +1,51 @@
+"""Render an AcceptResult to the terminal (rich). Receives result objects only."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .run import AcceptResult
+
+
+def _fmt(v: float | None, nd: int = 3) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def render_accept(result: AcceptResult, console: Console) -> None:
+    t, s = result.target, result.settings
+    console.print(f"[bold]target[/] {t['name']}  ({t['architecture']}, N={t['num_layers']})")
+    console.print(f"[bold]draft[/]  {result.draft['path']}  ({result.draft['layout']} layout)")
+    console.print(f"[bold]mode[/]   chain, num_steps {s.num_steps}, topk {s.topk}, num_draft_tokens "
+                  f"{s.num_draft_tokens} (topk 1 forces num_steps + 1), max_new_tokens {s.max_new_tokens}", highlight=False)
+    table = Table(title="accept length (tokens per verify = accepted drafts + 1; greedy, simulated)")
+    for col in ("wiring", "states", "accept length", "per-position acceptance", "histogram (0..k accepted)"):
+        table.add_column(col, justify="right" if col == "accept length" else "left")
+    rows = [("trained", result.trained.states, result.stats.get("trained")),
+            ("served", result.served.states, result.stats.get("served"))]
+    for name, states, st in rows:
+        labels = ", ".join(x.label() for x in states)
+        if st is None:
+            table.add_row(name, labels, "[red]fails[/]", result.failures.get(name, ""), "")
+        else:
+            table.add_row(name, labels, _fmt(st.accept_length), " ".join(f"{p:.2f}" for p in st.per_position),
+                          " ".join(map(str, st.histogram)))
+    for a in result.attribution:
+        table.add_row(f"served, slot {a.slot} fixed", f"{a.served.label()} -> {a.trained.label()}",
+                      _fmt(a.accept_length), "", "")
+    console.print(table)
+    if result.live is not None:
+        lj = result.live.to_json()
+        console.print(f"[bold]live[/] accept length {_fmt(lj['accept_length'])}, {_fmt(lj['tokens_per_s'], 1)} tok/s vs "
+                      f"target alone {_fmt(lj['target_alone_tokens_per_s'], 1)} tok/s (speedup {_fmt(lj['speedup'], 2)}x), "
+                      f"lossless: {lj['lossless']}", highlight=False)
+    if result.server is not None:
+        sv = result.server
+        console.print(f"[bold]server[/] {sv.kind} {sv.url}: accept length {_fmt(sv.accept_length)}"
+                      + (f", per-request mean {_fmt(sv.request_accept_length)}" if sv.request_accept_length is not None else "")
+                      + f" (simulated served: {_fmt(result.al('served'))})", highlight=False)
+    color = "green" if result.verdict == "match" else "red"
+    tr, sv_al = result.al("trained"), result.al("served")
+    loss = f"{tr - sv_al:+.3f}" if tr is not None and sv_al is not None else "n/a"
+    console.print(f"[bold {color}]verdict: {result.verdict}[/] (trained - served = {loss}; tolerance {result.tolerance})",
+                  highlight=False)

@@ -1,0 +1,218 @@
+"""The `accept-rate` run, end to end: resolve the trained and served wirings with the same code as
+`layers` (:func:`eagle_audit.audit.resolve_trained`, :func:`eagle_audit.audit._engine`), simulate
+acceptance under each, attribute the loss slot by slot, and optionally run the live loop and read a
+server. Returns a frozen :class:`AcceptResult`.
+"""
+
+from __future__ import annotations
+
+import platform
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+import torch
+
+from .. import __version__
+from ..audit import LayersOptions, _engine, _version, resolve_trained
+from ..conventions import Wiring
+from ..diagnose import check_target_fit
+from ..draft import read_draft
+from ..errors import AuditError
+from ..states import State
+from .live import LiveResult, run_live
+from .runtime import DraftFlags, flags_for_convention, load_draft_model
+from .server import ServerReading, detect, read_server
+from .simulate import AcceptStats, capture_cases, make_cases, simulate
+
+ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
+
+
+@dataclass(frozen=True)
+class Settings:
+    num_steps: int
+    topk: int
+    num_draft_tokens: int
+    max_new_tokens: int
+    mode: str = "chain"
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"num_steps": self.num_steps, "topk": self.topk, "num_draft_tokens": self.num_draft_tokens,
+                "max_new_tokens": self.max_new_tokens, "mode": self.mode, "notes": list(self.notes)}
+
+
+def make_settings(num_steps: int, topk: int, num_draft_tokens: int | None, max_new_tokens: int) -> Settings:
+    """SGLang's rules (arg_groups/speculative_hook.py @v0.5.23): topk == 1 forces num_draft_tokens to
+    num_steps + 1. Tree drafts (topk > 1) are not simulated."""
+    if num_steps < 1:
+        raise AuditError(f"--num-steps: must be >= 1, got {num_steps}")
+    if topk < 1:
+        raise AuditError(f"--topk: must be >= 1, got {topk}")
+    if topk > 1:
+        raise AuditError(f"--topk {topk}: tree drafts (topk > 1) are not implemented; only chain mode (--topk 1) is")
+    if max_new_tokens < 2:
+        raise AuditError(f"--max-new-tokens: must be >= 2, got {max_new_tokens}")
+    notes = []
+    if num_draft_tokens is not None and num_draft_tokens != num_steps + 1:
+        notes.append(f"--num-draft-tokens {num_draft_tokens} ignored: with topk == 1 SGLang forces num_draft_tokens "
+                     f"to num_steps + 1 = {num_steps + 1}")
+    else:
+        notes.append(f"topk == 1: num_draft_tokens = num_steps + 1 = {num_steps + 1} (SGLang forces it)")
+    return Settings(num_steps, topk, num_steps + 1, max_new_tokens, "chain", tuple(notes))
+
+
+@dataclass(frozen=True)
+class AcceptOptions:
+    target: str
+    draft: str
+    engine: str = "sglang"
+    trainer: str | None = None
+    trained_boundaries: str | None = None
+    trained_ids: tuple[int, ...] | None = None
+    prompts: str | None = None
+    max_prompts: int = 8
+    max_tokens: int = 256
+    num_steps: int = 3
+    topk: int = 1
+    num_draft_tokens: int | None = None
+    max_new_tokens: int = 64
+    tolerance: float = 0.1
+    live: bool = False
+    server: str | None = None
+    server_kind: str = "auto"
+    device: str = "cpu"
+    dtype: str = "auto"
+    use_installed_engine: bool = True
+    prompt_ids: tuple[tuple[int, ...], ...] | None = None  # token ids given directly (library use, tokenizer-less targets)
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """The served wiring with one mis-wired slot corrected alone."""
+
+    slot: int
+    trained: State
+    served: State
+    accept_length: float | None
+
+    def to_json(self) -> dict:
+        return {"slot": self.slot, "trained": self.trained.label(), "served": self.served.label(),
+                "accept_length": self.accept_length}
+
+
+@dataclass(frozen=True)
+class AcceptResult:
+    verdict: str  # "match", "mismatch"
+    target: Mapping[str, Any]
+    draft: Mapping[str, Any]
+    trained: Wiring
+    served: Wiring
+    settings: Settings
+    stats: Mapping[str, AcceptStats | None]  # "trained", "served"
+    attribution: tuple[Attribution, ...]
+    flags: Mapping[str, DraftFlags]
+    tolerance: float
+    live: LiveResult | None
+    server: ServerReading | None
+    provenance: Mapping[str, Any]
+    failures: Mapping[str, str] = field(default_factory=dict)  # wiring -> why it cannot run
+
+    def al(self, name: str) -> float | None:
+        s = self.stats.get(name)
+        return s.accept_length if s is not None else None
+
+    def to_json(self) -> dict:
+        hist = {k: list(v.histogram) for k, v in self.stats.items() if v is not None}
+        return {
+            "schema": ACCEPT_SCHEMA, "verdict": self.verdict, "target": dict(self.target), "draft": dict(self.draft),
+            "wirings": {"trained": self.trained.to_json(), "served": self.served.to_json()},
+            "accept_length": {"trained": self.al("trained"), "served": self.al("served")},
+            "request_accept_length": {k: (v.request_accept_length if v else None) for k, v in self.stats.items()},
+            "per_position": {k: list(v.per_position) for k, v in self.stats.items() if v is not None},
+            "histogram": hist, "verify_steps": {k: v.verify_steps for k, v in self.stats.items() if v is not None},
+            "attribution": [a.to_json() for a in self.attribution], "tolerance": self.tolerance,
+            "failures": dict(self.failures), "draft_flags": {k: v.to_json() for k, v in self.flags.items()},
+            "settings": self.settings.to_json(), "live": self.live.to_json() if self.live else None,
+            "server": self.server.to_json() if self.server else None, "provenance": dict(self.provenance),
+        }
+
+
+def trained_flags(config: Mapping[str, Any], trainer) -> DraftFlags:
+    """The draft flags as trained: the trainer's rules when it declares them, else as written."""
+    if trainer is not None and trainer.draft_flags:
+        return flags_for_convention(config, trainer)
+    from .runtime import flags_from_config
+
+    return flags_from_config(config, "sglang", "sglang")
+
+
+def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
+               progress: Callable[[int, int], None] | None = None) -> AcceptResult:
+    say = status or (lambda m: None)
+    settings = make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
+    notes: list[str] = []
+    spec = read_draft(opts.draft)
+    engine = _engine(opts.engine, opts.use_installed_engine, notes)
+    from ..prompts import encode, load_prompts
+    from ..target import load_target
+
+    prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
+    server_kind = detect(opts.server.rstrip("/"), 10.0) if opts.server and opts.server_kind == "auto" else opts.server_kind
+
+    say(f"loading target {opts.target}")
+    target = load_target(opts.target, opts.device, opts.dtype, progress=say)
+    info = target.info
+    aux = check_target_fit(spec, info)
+    lopts = LayersOptions(target=opts.target, draft=opts.draft, engine=opts.engine, trainer=opts.trainer,
+                          trained_boundaries=opts.trained_boundaries, trained_ids=opts.trained_ids)
+    trained, trainer = resolve_trained(lopts, spec, info, notes)
+    served = engine.resolve(spec.config, info.architecture, info.num_layers)
+    flags = {"trained": trained_flags(spec.config, trainer), "served": flags_for_convention(spec.config, engine)}
+    models = {"trained": load_draft_model(spec, target, flags["trained"])}
+    models["served"] = models["trained"] if flags["served"] == flags["trained"] else load_draft_model(spec, target, flags["served"])
+
+    prompt_ids = ([list(p) for p in opts.prompt_ids] if opts.prompt_ids is not None
+                  else encode(prompts, target.tokenizer, opts.max_tokens))
+    if not prompt_ids or any(len(p) < 2 for p in prompt_ids):
+        raise AuditError("prompts: every prompt needs at least 2 tokens")
+    say(f"target generates greedy continuations of {len(prompt_ids)} prompts")
+    cases, target_seconds = make_cases(target, prompt_ids, settings.max_new_tokens, progress)
+    wirings = {"trained": trained.states, "served": served.states}
+    failures = {k: f"feeds {len(st)} state(s); the draft's fc takes {aux}: the engine fails at the first draft forward"
+                for k, st in wirings.items() if len(st) != aux}
+    fixes = []
+    if not failures:
+        fixes = [(i, t, s) for i, (t, s) in enumerate(zip(trained.states, served.states)) if t != s]
+    union = set(trained.states) | set(served.states)
+    say(f"one teacher-forced pass per prompt capturing {len(union)} states")
+    caps = capture_cases(target, cases, tuple(union))
+    stats: dict[str, AcceptStats | None] = {}
+    for name, st in wirings.items():
+        stats[name] = None if name in failures else simulate(models[name], cases, caps, st, settings.num_steps)
+    attribution = []
+    for i, t, s in fixes:
+        fixed = tuple(t if j == i else x for j, x in enumerate(served.states))
+        a = simulate(models["served"], cases, caps, fixed, settings.num_steps)
+        attribution.append(Attribution(i, t, s, a.accept_length))
+    live = None
+    if opts.live:
+        say("live speculative decoding (served wiring)")
+        if "served" in failures:
+            raise AuditError(f"--live: the served wiring cannot run ({failures['served']})")
+        live = run_live(target, models["served"], cases, served.states, settings.num_steps, settings.max_new_tokens,
+                        target_seconds, progress)
+    server = read_server(opts.server, prompt_ids, settings.max_new_tokens, server_kind) if opts.server else None
+    tr, sv = stats["trained"], stats["served"]
+    bad = sv is None or (tr is not None and tr.accept_length is not None and sv.accept_length is not None
+                         and tr.accept_length - sv.accept_length > opts.tolerance)
+    provenance = {
+        "eagle_audit": __version__, "torch": torch.__version__, "transformers": _version("transformers"),
+        "python": platform.python_version(), "command": "eagle-audit " + " ".join(sys.argv[1:]),
+        "engine_rules": engine.to_json(), "trainer_rules": trainer.to_json() if trainer else None,
+        "device": target.device, "dtype": target.dtype, "static": False,
+        "prompts": opts.prompts or "built-in chat set", "num_prompts": len(prompt_ids),
+        "tokens": sum(len(c.prompt) + len(c.continuation) for c in cases), "notes": notes + list(settings.notes),
+    }
+    return AcceptResult("mismatch" if bad else "match", info.to_json(), spec.to_json(), trained, served, settings,
+                        stats, tuple(attribution), flags, opts.tolerance, live, server, provenance, failures)

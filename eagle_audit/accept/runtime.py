@@ -1,0 +1,381 @@
+"""A PyTorch EAGLE-3 draft forward with SGLang 0.5.23 semantics (``models/llama_eagle3.py``).
+
+* ``fc`` runs only when the incoming hidden is not draft-width (``hidden.shape[-1] != H``), after the
+  optional ``input_norm`` (``norm_before_fc``: one RMSNorm over n*H_t) and ``fc_norm.{i}`` (per-chunk
+  RMSNorm); the draft's own recurrent hidden (H wide) skips it.
+* Layer 0 reads ``cat([input_layernorm(embed), hidden_norm(h)])`` (width 2H) with ``residual = h``
+  (the fc output, un-normed); vLLM's ``norm_before_residual`` makes the residual the normed h instead.
+  Layers >= 1 read H-wide input, ``hidden_norm(h + residual)`` as their pre-attention norm.
+* ``post_attention_layernorm`` is a fused add; then the MLP.
+* Output: ``s = h + residual``; logits = ``lm_head(norm(s))``; the recurrent hidden handed to the next
+  draft step is ``s`` (pre-norm), or ``norm(s)`` with ``norm_output``.
+* Vocabulary: target id = draft id + ``d2t[draft id]``; the token embedding is the target's.
+* Positions: draft position t reads ``embed(x[t+1])`` with the target state at t; rope (default type)
+  with the draft config's ``rope_theta``.
+
+Attention is ``scaled_dot_product_attention`` over ``cat(past keys, new keys)`` with a boolean mask
+(``True`` = may attend); with no past and no mask it is plain causal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..draft import DraftSpec, _canonical, _weight_files
+from ..errors import BadCheckpoint
+
+KV = tuple[torch.Tensor, torch.Tensor]  # (k, v), each [batch, kv_heads, keys, head_dim], rope applied
+
+
+@dataclass(frozen=True)
+class DraftFlags:
+    """The draft-side switches, as one side (trainer or engine) runs them."""
+
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    norm_output: bool = False
+    norm_before_residual: bool = False
+    semantics: str = "sglang"  # "sglang" (residual = un-normed h) or "vllm" (honours norm_before_residual)
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def flags_from_config(config: Mapping[str, Any], layout: str, semantics: str = "sglang") -> DraftFlags:
+    """Flags as written in a draft config. SGLang never reads ``norm_before_residual``; vLLM's
+    speculators loader defaults it to True when absent (conventions.md section 3)."""
+    nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), Mapping) else {}
+
+    def get(name, default=False):
+        v = config.get(name, nested.get(name))
+        return default if v is None else bool(v)
+
+    nbr = get("norm_before_residual", layout == "speculators") if semantics == "vllm" else False
+    return DraftFlags(get("norm_before_fc"), get("fc_norm") or bool(config.get("use_aux_norm")), get("norm_output"),
+                      nbr, semantics)
+
+
+def flags_for_convention(config: Mapping[str, Any], convention) -> DraftFlags:
+    """Flags as a :class:`~eagle_audit.conventions.Convention` honours them (vLLM-like engines honour
+    ``norm_before_residual``; SGLang does not)."""
+    nbr_rule = convention.draft_flags.get("norm_before_residual")
+    semantics = "vllm" if nbr_rule is not None and nbr_rule.honoured else "sglang"
+    return DraftFlags(bool(convention.flag("norm_before_fc", config)), bool(convention.flag("fc_norm", config)),
+                      bool(convention.flag("norm_output", config)),
+                      bool(convention.flag("norm_before_residual", config)) if semantics == "vllm" else False, semantics)
+
+
+@dataclass(frozen=True)
+class DraftArch:
+    """Shapes and hyper-parameters of a draft, resolved from its config and fc shape."""
+
+    hidden_size: int
+    target_hidden_size: int
+    num_aux: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    eps: float
+    rope_theta: float
+    vocab_size: int
+    draft_vocab_size: int
+    tie_word_embeddings: bool = False
+    head_from_target: bool = False  # draft_vocab_size null: the target's lm_head (full vocab) is used
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+
+def _rope_theta(cfg: Mapping[str, Any]) -> tuple[float, list[str]]:
+    notes = []
+    params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+    theta = cfg.get("rope_theta") or (params.get("rope_theta") if isinstance(params, Mapping) else None) or 10000.0
+    kind = params.get("rope_type", params.get("type", "default")) if isinstance(params, Mapping) else "default"
+    if kind not in (None, "default"):
+        notes.append(f"rope_type {kind!r} is run as default rope (theta {theta})")
+    return float(theta), notes
+
+
+def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int) -> DraftArch:
+    cfg = dict(spec.config)
+    if spec.layout == "speculators" and isinstance(cfg.get("transformer_layer_config"), Mapping):
+        cfg = {**cfg, **cfg["transformer_layer_config"]}
+    H = spec.hidden_size
+    Ht = spec.target_hidden_size or target_hidden
+    heads = int(cfg.get("num_attention_heads") or max(1, H // 64))
+    hd = int(cfg.get("head_dim") or H // heads)
+    theta, notes = _rope_theta(cfg)
+    dvs = cfg.get("draft_vocab_size")
+    return DraftArch(
+        hidden_size=H, target_hidden_size=int(Ht), num_aux=max(1, spec.fc_in // int(Ht)), num_layers=spec.num_layers,
+        num_heads=heads, num_kv_heads=int(cfg.get("num_key_value_heads") or heads), head_dim=hd,
+        intermediate_size=int(cfg.get("intermediate_size") or 4 * H), eps=float(cfg.get("rms_norm_eps") or 1e-6),
+        rope_theta=theta, vocab_size=int(cfg.get("vocab_size") or target_vocab),
+        draft_vocab_size=int(dvs or target_vocab), tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
+        head_from_target=dvs is None and "lm_head.weight" not in spec.weight_names, notes=tuple(notes))
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (xf * self.weight.float()).to(x.dtype)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos, sin for ``positions`` [batch, pos] -> each [batch, 1, pos, head_dim] (neox / rotate-half)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    ang = positions.float()[..., None] * inv  # [batch, pos, head_dim/2]
+    emb = torch.cat([ang, ang], dim=-1)[:, None]  # [batch, 1, pos, head_dim]
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    rot = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return x * cos + rot * sin
+
+
+class DraftAttention(nn.Module):
+    def __init__(self, arch: DraftArch, in_dim: int):
+        super().__init__()
+        self.arch = arch
+        a = arch
+        self.q_proj = nn.Linear(in_dim, a.num_heads * a.head_dim, bias=False)
+        self.k_proj = nn.Linear(in_dim, a.num_kv_heads * a.head_dim, bias=False)
+        self.v_proj = nn.Linear(in_dim, a.num_kv_heads * a.head_dim, bias=False)
+        self.o_proj = nn.Linear(a.num_heads * a.head_dim, a.hidden_size, bias=False)
+
+    def forward(self, x, cos, sin, past: KV | None, mask: torch.Tensor | None) -> tuple[torch.Tensor, KV]:
+        a = self.arch
+        B, T, _ = x.shape
+        q = self.q_proj(x).view(B, T, a.num_heads, a.head_dim).transpose(1, 2)  # [batch, heads, pos, head_dim]
+        k = self.k_proj(x).view(B, T, a.num_kv_heads, a.head_dim).transpose(1, 2)  # [batch, kv_heads, pos, head_dim]
+        v = self.v_proj(x).view(B, T, a.num_kv_heads, a.head_dim).transpose(1, 2)
+        q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
+        new = (k, v)
+        if past is not None:
+            k = torch.cat([past[0].expand(B, -1, -1, -1), k], dim=2)  # [batch, kv_heads, keys, head_dim]
+            v = torch.cat([past[1].expand(B, -1, -1, -1), v], dim=2)
+        rep = a.num_heads // a.num_kv_heads
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        if mask is None and past is None:
+            o = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1)
+        else:
+            if mask is None:  # offset causal: query i sees every past key and new keys 0..i
+                S = k.shape[2] - T
+                mask = torch.ones(T, S + T, dtype=torch.bool, device=x.device).tril(S)
+            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        o = o.transpose(1, 2).reshape(B, T, a.num_heads * a.head_dim)  # [batch, pos, heads*head_dim]
+        return self.o_proj(o), new
+
+
+class DraftMLP(nn.Module):
+    def __init__(self, H: int, inter: int):
+        super().__init__()
+        self.gate_proj = nn.Linear(H, inter, bias=False)
+        self.up_proj = nn.Linear(H, inter, bias=False)
+        self.down_proj = nn.Linear(inter, H, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class DraftLayer(nn.Module):
+    def __init__(self, arch: DraftArch, index: int):
+        super().__init__()
+        H = arch.hidden_size
+        self.index = index
+        self.input_layernorm = RMSNorm(H, arch.eps)
+        self.hidden_norm = RMSNorm(H, arch.eps)
+        self.post_attention_layernorm = RMSNorm(H, arch.eps)
+        self.self_attn = DraftAttention(arch, 2 * H if index == 0 else H)
+        self.mlp = DraftMLP(H, arch.intermediate_size)
+
+    def forward(self, embeds, h, residual, cos, sin, past, mask, flags: DraftFlags):
+        if self.index == 0:
+            if flags.norm_before_residual:  # vLLM: the residual is the normed hidden
+                h = self.hidden_norm(h)
+                residual = h
+            else:  # SGLang: residual = fc output, un-normed
+                residual = h
+                h = self.hidden_norm(h)
+            x = torch.cat([self.input_layernorm(embeds), h], dim=-1)  # [batch, pos, 2H]
+        else:
+            residual = h + residual
+            x = self.hidden_norm(residual)  # [batch, pos, H]
+        attn, new = self.self_attn(x, cos, sin, past, mask)
+        residual = attn + residual
+        return self.mlp(self.post_attention_layernorm(residual)), residual, new
+
+
+@dataclass
+class DraftOutput:
+    logits: torch.Tensor  # [batch, pos, draft_vocab]
+    hidden: torch.Tensor  # [batch, pos, H]: the recurrent hidden for the next draft step
+    kv: list[KV]  # per layer, the keys/values of this call only
+
+
+class Eagle3Draft(nn.Module):
+    """The draft network. ``embed`` (the target's embedding weight) and, for a null draft vocab, the
+    target's head are set by :func:`load_draft_model`; they are not parameters of the draft."""
+
+    def __init__(self, arch: DraftArch, flags: DraftFlags, fc_bias: bool = False):
+        super().__init__()
+        self.arch, self.flags = arch, flags
+        H, Ht, n = arch.hidden_size, arch.target_hidden_size, arch.num_aux
+        self.fc = nn.Linear(n * Ht, H, bias=fc_bias)
+        self.input_norm = RMSNorm(n * Ht, arch.eps) if flags.norm_before_fc else None
+        self.fc_norm = nn.ModuleList(RMSNorm(Ht, arch.eps) for _ in range(n)) if flags.fc_norm else None
+        self.layers = nn.ModuleList(DraftLayer(arch, i) for i in range(arch.num_layers))
+        self.norm = RMSNorm(H, arch.eps)
+        self.lm_head = nn.Linear(H, arch.draft_vocab_size, bias=False)
+        self.register_buffer("hot_ids", torch.arange(arch.draft_vocab_size), persistent=False)  # [draft_vocab]
+        self.embed: torch.Tensor | None = None  # [vocab, H], the target's
+        self.target_head: torch.Tensor | None = None
+
+    def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Target features (n*H_t wide) -> draft width; a draft-wide hidden passes unchanged."""
+        if hidden.shape[-1] == self.arch.hidden_size:
+            return hidden
+        if hidden.shape[-1] != self.fc.in_features:
+            raise BadCheckpoint(f"the draft's fc takes {self.fc.in_features} features, it was fed {hidden.shape[-1]}")
+        if self.input_norm is not None:
+            hidden = self.input_norm(hidden)
+        if self.fc_norm is not None:
+            chunks = hidden.split(self.arch.target_hidden_size, dim=-1)
+            hidden = torch.cat([nrm(c) for nrm, c in zip(self.fc_norm, chunks)], dim=-1)
+        return self.fc(hidden)
+
+    def head(self, normed: torch.Tensor) -> torch.Tensor:
+        if self.target_head is not None:
+            return normed @ self.target_head.T
+        return self.lm_head(normed)
+
+    def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
+                past: Sequence[KV] | None = None, mask: torch.Tensor | None = None) -> DraftOutput:
+        """``input_ids`` [batch, pos] (target ids), ``hidden`` [batch, pos, n*H_t or H], ``positions``
+        [batch, pos] or [pos]; ``past`` per layer [batch or 1, kv_heads, keys, head_dim]; ``mask``
+        [pos, keys + pos] bool."""
+        if self.embed is None:
+            raise RuntimeError("draft embedding not set (load_draft_model sets the target's)")
+        if positions.dim() == 1:
+            positions = positions[None]
+        w = self.fc.weight
+        embeds = F.embedding(input_ids, self.embed).to(w.dtype)  # [batch, pos, H]
+        h = self.project(hidden.to(w.dtype))  # [batch, pos, H]
+        cos, sin = rope_cos_sin(positions, self.arch.head_dim, self.arch.rope_theta, w.dtype)
+        residual, kv = None, []
+        for i, layer in enumerate(self.layers):
+            h, residual, new = layer(embeds, h, residual, cos, sin, past[i] if past else None, mask, self.flags)
+            kv.append(new)
+        s = h + residual  # [batch, pos, H], pre-norm sum
+        normed = self.norm(s)
+        return DraftOutput(self.head(normed), normed if self.flags.norm_output else s, kv)
+
+    def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
+        return self.hot_ids[draft_ids]
+
+
+# ---------------------------------------------------------------------------- loading
+
+_LEGACY = {"aux_norm_low": "fc_norm.0", "aux_norm_mid": "fc_norm.1", "aux_norm_high": "fc_norm.2"}
+
+
+def _canonical_weight(name: str) -> str:
+    name = _canonical(name)
+    if name.startswith("midlayer."):
+        name = "layers.0." + name[len("midlayer."):]
+    for old, new in _LEGACY.items():
+        if name.startswith(old):
+            name = new + name[len(old):]
+    return name
+
+
+def _optional(arch: DraftArch) -> set[str]:
+    """Weights a checkpoint may omit: layers >= 1 never use ``input_layernorm``."""
+    return {f"layers.{i}.input_layernorm.weight" for i in range(1, arch.num_layers)}
+
+
+def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
+    """Every tensor of a draft checkpoint under its canonical name (``midlayer.`` -> ``layers.0.``)."""
+    out: dict[str, torch.Tensor] = {}
+    for f in _weight_files(Path(directory)):
+        if f.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            sd = load_file(str(f))
+        else:
+            sd = torch.load(f, map_location="cpu", weights_only=True)
+        out.update({_canonical_weight(k): v for k, v in sd.items()})
+    return out
+
+
+def build_draft(arch: DraftArch, flags: DraftFlags, weights: Mapping[str, torch.Tensor], target_embed: torch.Tensor,
+                target_head: torch.Tensor | None, where: str = "draft", dtype=torch.float32) -> Eagle3Draft:
+    model = Eagle3Draft(arch, flags, fc_bias="fc.bias" in weights)
+    own = dict(model.state_dict())
+    sd, missing = {}, []
+    for name, param in own.items():
+        src = weights.get(name)
+        if src is None and name.startswith("layers.0.") and f"midlayer.{name[9:]}" in weights:
+            src = weights[f"midlayer.{name[9:]}"]
+        if src is None:
+            if name == "lm_head.weight" and (arch.head_from_target or arch.tie_word_embeddings):
+                continue
+            if name in _optional(arch):
+                continue  # unused or optional norms keep weight 1
+            missing.append(name)
+            continue
+        if tuple(src.shape) != tuple(param.shape):
+            raise BadCheckpoint(f"{where}: weight {name} has shape {tuple(src.shape)}, the config implies {tuple(param.shape)}")
+        sd[name] = src
+    if missing:
+        raise BadCheckpoint(f"{where}: missing weight(s) {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    model.load_state_dict(sd, strict=False)
+    model.to(dtype)
+    V = target_embed.shape[0]
+    if "d2t" in weights:
+        d2t = weights["d2t"].long()
+        hot = d2t + torch.arange(d2t.shape[0])
+        if d2t.shape[0] != arch.draft_vocab_size or int(hot.min()) < 0 or int(hot.max()) >= V:
+            raise BadCheckpoint(f"{where}: d2t maps draft ids to target ids outside 0..{V - 1} "
+                                f"(or has {d2t.shape[0]} entries for a draft vocab of {arch.draft_vocab_size})")
+        model.hot_ids = hot
+    elif arch.draft_vocab_size != V and not arch.head_from_target:
+        raise BadCheckpoint(f"{where}: draft vocab {arch.draft_vocab_size} != target vocab {V} and there is no d2t map")
+    if arch.hidden_size != target_embed.shape[1]:
+        emb = weights.get("embed_tokens.weight")
+        if emb is None:
+            raise BadCheckpoint(f"{where}: draft hidden {arch.hidden_size} differs from the target's "
+                                f"{target_embed.shape[1]} and the draft has no embed_tokens")
+        target_embed = emb  # SGLang set_embed is a no-op in this case (llama.py:910-916)
+    model.embed = target_embed
+    if arch.head_from_target:
+        model.target_head = target_head
+    elif arch.tie_word_embeddings and "lm_head.weight" not in weights:
+        model.target_head = model.embed
+    model.eval()
+    return model
+
+
+def load_draft_model(spec: DraftSpec, target, flags: DraftFlags, dtype=torch.float32) -> Eagle3Draft:
+    """The draft of ``spec`` with the embedding (and, if needed, head) of the loaded ``target``."""
+    tm = target.model
+    embed = tm.get_input_embeddings().weight.detach()
+    head = tm.get_output_embeddings().weight.detach() if tm.get_output_embeddings() is not None else embed
+    arch = arch_from_spec(spec, target.info.hidden_size, target.info.vocab_size)
+    model = build_draft(arch, flags, read_weights(spec.path), embed, head, spec.path, dtype)
+    return model.to(embed.device)

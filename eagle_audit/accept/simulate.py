@@ -1,0 +1,129 @@
+"""Acceptance by simulation (greedy verification, chain drafts: exact).
+
+1. The target greedily generates a continuation of each prompt (KV cache; :func:`make_cases`).
+2. One teacher-forced target pass over prompt + continuation captures the union of the states every
+   wiring needs (:func:`capture_cases`).
+3. Per wiring, the draft is rolled out ``num_steps`` tokens from every position at once
+   (:func:`~eagle_audit.accept.rollout.rollout`): step 0 is the draft-extend over the teacher-forced
+   prefix (target aux states, the accepted tokens), later steps read the draft's own hidden and own
+   previous token, as SGLang's ``draft_forward`` does.
+4. The continuation is walked with verify steps from each accepted point (:func:`walk`): a verify at
+   root a accepts the longest prefix of drafts equal to the target's tokens, plus the bonus token.
+
+Accept length is SGLang's server-level figure: tokens gained per verify = accepted drafts + 1,
+excluding the prefill token; the per-request ``spec_accept_length`` (completion tokens / verifies,
+prefill token included) is kept beside it. The last verify of a sequence is cut at the end of the
+continuation (EOS or ``max_new_tokens``), as the live loop cuts it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from ..states import State
+from .rollout import rollout
+from .runtime import Eagle3Draft
+from .targetrun import aux_of, eos_ids, greedy_generate, teacher_states
+
+
+@dataclass(frozen=True)
+class Case:
+    """One prompt and the target's own greedy continuation of it."""
+
+    prompt: tuple[int, ...]
+    continuation: tuple[int, ...]
+
+    @property
+    def ids(self) -> list[int]:
+        return list(self.prompt) + list(self.continuation)
+
+
+@dataclass(frozen=True)
+class AcceptStats:
+    """Acceptance of one wiring over all cases."""
+
+    accept_length: float | None  # tokens per verify (accepted drafts + 1), prefill token excluded
+    request_accept_length: float | None  # mean over requests of completion tokens / verifies (SGLang meta_info)
+    per_position: tuple[float, ...]  # [num_steps]: share of verifies that accepted draft i
+    histogram: tuple[int, ...]  # [num_steps + 1]: verifies that accepted n drafts
+    verify_steps: int
+    tokens: int  # generated tokens after the prefill token
+    gains: tuple[tuple[int, ...], ...]  # per case, tokens gained at each verify
+
+    def to_json(self) -> dict:
+        return {"accept_length": self.accept_length, "request_accept_length": self.request_accept_length,
+                "per_position": list(self.per_position), "histogram": list(self.histogram),
+                "verify_steps": self.verify_steps, "tokens": self.tokens}
+
+
+def make_cases(target, prompts_ids: Sequence[Sequence[int]], max_new: int,
+               progress: Callable[[int, int], None] | None = None) -> tuple[list[Case], float]:
+    """The target's greedy continuations, and the seconds they took (the target-alone baseline)."""
+    eos = eos_ids(target)
+    cases, seconds = [], 0.0
+    for i, p in enumerate(prompts_ids):
+        t0 = time.perf_counter()
+        cont = greedy_generate(target, list(p), max_new, eos)
+        seconds += time.perf_counter() - t0
+        cases.append(Case(tuple(p), tuple(cont)))
+        if progress:
+            progress(i + 1, len(prompts_ids))
+    return cases, seconds
+
+
+def capture_cases(target, cases: Sequence[Case], states: Sequence[State]) -> list[dict[State, torch.Tensor]]:
+    """Per case, {state: [pos, hidden]} over prompt + continuation, from one teacher-forced pass."""
+    union = tuple(sorted(set(states)))
+    return [teacher_states(target, c.ids, union) for c in cases]
+
+
+def walk(ids: Sequence[int], prompt_len: int, drafts: Sequence[Sequence[int]]) -> list[int]:
+    """Tokens gained at each verify along ``ids``. ``drafts[j][a-1]`` is draft token j+1 proposed
+    when x[a] is the last verified token."""
+    L, a, gains = len(ids), prompt_len, []
+    steps = len(drafts)
+    while a < L - 1:
+        n = 0
+        while n < steps and a + n + 1 <= L - 1 and drafts[n][a - 1] == ids[a + n + 1]:
+            n += 1
+        g = min(n + 1, L - 1 - a)
+        gains.append(g)
+        a += g
+    return gains
+
+
+@torch.inference_mode()
+def draft_chains(draft: Eagle3Draft, ids: Sequence[int], caps: dict[State, torch.Tensor], states: tuple[State, ...],
+                 steps: int) -> list[list[int]]:
+    """[steps][T] draft target ids from every position of ``ids`` (T = len(ids) - 1)."""
+    dev = draft.fc.weight.device
+    x = torch.tensor([list(ids)], device=dev)  # [1, L]
+    aux = aux_of(caps, states)[None, :-1].to(dev)  # [1, L-1, n*H_t]
+    ro = rollout(draft, x[:, 1:], aux, steps)
+    return [t[0].tolist() for t in ro.tokens]
+
+
+def stats_from_gains(gains: Sequence[Sequence[int]], steps: int, cases: Sequence[Case]) -> AcceptStats:
+    flat = [g for gs in gains for g in gs]
+    hist = [0] * (steps + 1)
+    for g in flat:
+        hist[min(g - 1, steps)] += 1
+    n = len(flat)
+    per_pos = tuple(sum(hist[i + 1:]) / n if n else 0.0 for i in range(steps))
+    req = [len(c.continuation) / len(gs) for c, gs in zip(cases, gains) if gs]
+    return AcceptStats(sum(flat) / n if n else None, sum(req) / len(req) if req else None, per_pos, tuple(hist), n,
+                       sum(flat), tuple(tuple(g) for g in gains))
+
+
+def simulate(draft: Eagle3Draft, cases: Sequence[Case], caps: Sequence[dict[State, torch.Tensor]],
+             states: tuple[State, ...], steps: int) -> AcceptStats:
+    """Acceptance of ``draft`` fed ``states`` (in this order) on every case, chain of ``steps`` drafts."""
+    gains = []
+    for case, cap in zip(cases, caps):
+        chains = draft_chains(draft, case.ids, cap, states, steps)
+        gains.append(walk(case.ids, len(case.prompt), chains))
+    return stats_from_gains(gains, steps, cases)

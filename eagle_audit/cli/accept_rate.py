@@ -1,0 +1,97 @@
+"""`eagle-audit accept-rate`: accept length under the trained and the served wiring, slot by slot."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from ..errors import EXIT_MISMATCH, EXIT_OK
+from .common import (Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir, Target,
+                     TrainedBoundaries, TrainedIds, Trainer, err, error_edge, out, parse_ints, progress_enabled,
+                     write_json)
+
+
+def accept_rate(
+    target: Target = None,
+    draft: Draft = None,
+    engine: Engine = "sglang",
+    trainer: Trainer = None,
+    trained_boundaries: TrainedBoundaries = None,
+    trained_ids: TrainedIds = None,
+    prompts: Prompts = None,
+    max_prompts: MaxPrompts = 8,
+    max_tokens: MaxTokens = 256,
+    num_steps: Annotated[int, typer.Option("--num-steps", help="Draft steps per round (SGLang --speculative-num-steps).")] = 3,
+    topk: Annotated[int, typer.Option("--topk", help="Draft branching (SGLang --speculative-eagle-topk). Only 1 (chain) is simulated.")] = 1,
+    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="SGLang --speculative-num-draft-tokens; with --topk 1 it is forced to num_steps + 1.")] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.")] = 64,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="Exit 1 when served accept length is more than this below trained.")] = 0.1,
+    live: Annotated[bool, typer.Option("--live", help="Also run real draft-then-verify decoding (served wiring): tokens/s, speedup, lossless check.")] = False,
+    server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang or vLLM server to read accept length from, for the same prompts.")] = None,
+    server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
+    device: Device = "cpu",
+    dtype: Dtype = "auto",
+    builtin_rules: Annotated[bool, typer.Option("--builtin-rules", help="Use the built-in engine rules even if the engine is installed.")] = False,
+    json_out: JsonOut = None,
+    report: ReportDir = None,
+) -> None:
+    """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
+    under the engine's, and with each mis-wired slot corrected alone.
+
+    Acceptance is simulated (greedy verification, chain drafts): the target generates each prompt's
+    continuation, one teacher-forced pass captures every state, and the draft is rolled out from
+    every position as SGLang runs it.
+
+    Examples:
+
+      eagle-audit accept-rate                                   # SmolLM2 + the demo draft
+
+      eagle-audit accept-rate -t model.gguf -d ./canary --num-steps 3 --json -
+
+      eagle-audit accept-rate -d ./draft --trained-boundaries 0,3,16 --live --server http://127.0.0.1:30000
+
+    Exit codes: 0 served is within --tolerance of trained, 1 served loses more, 2 bad input.
+    """
+    with error_edge():
+        from ..accept.render import render_accept
+        from ..accept.run import AcceptOptions, run_accept
+
+        if target is None:
+            from ..target import default_target
+
+            target = default_target()
+        if draft is None:
+            from ..demo import demo_draft
+
+            draft = demo_draft()
+        opts = AcceptOptions(target=target, draft=draft, engine=engine, trainer=trainer,
+                             trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
+                             prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps,
+                             topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
+                             tolerance=tolerance, live=live, server=server, server_kind=server_kind, device=device,
+                             dtype=dtype, use_installed_engine=not builtin_rules)
+        show = progress_enabled(json_out)
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err, disable=not show, transient=True) as bar:
+            task = bar.add_task("prompts", total=None, visible=False)
+
+            def status(msg: str) -> None:
+                if show:
+                    err.print(f"[dim]{msg}[/]")
+
+            def progress(done: int, total: int) -> None:
+                bar.update(task, description="prompts", completed=done, total=total, visible=True)
+
+            result = run_accept(opts, status, progress)
+        if json_out != "-":
+            render_accept(result, out)
+        if json_out:
+            write_json(result.to_json(), json_out)
+        if report:
+            from ..report import write_reports
+
+            for path in write_reports(result.to_json(), report):
+                err.print(f"wrote {path}")
+    raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)

@@ -1,0 +1,65 @@
+"""`eagle-audit train-canary`: train a small EAGLE-3 draft on a known wiring, to test an engine with."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from ..errors import EXIT_OK
+from .common import JsonOut, MaxPrompts, Prompts, Target, err, error_edge, out, write_json
+
+
+def train_canary(
+    boundaries: Annotated[str, typer.Option("--boundaries", help="Boundaries to train on, e.g. '0,3,16' (0 = embedding output, k = output of layer k-1).")],
+    out_dir: Annotated[str, typer.Option("--out", help="Directory to write the draft into (SGLang layout).")],
+    target: Target = None,
+    prompts: Prompts = None,
+    max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use at most this many prompts (default: all).", min=1)] = None,
+    epochs: Annotated[int, typer.Option("--epochs", help="Passes over the generated text.", min=1)] = 30,
+    ttt_steps: Annotated[int, typer.Option("--ttt-steps", help="Training-time-test steps unrolled per position.", min=1)] = 3,
+    draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary: the most frequent target tokens of the text.", min=16)] = 4096,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2)] = 256,
+    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up then cosine).")] = 2e-3,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for initialisation and batch order.")] = 0,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads.")] = None,
+    json_out: JsonOut = None,
+) -> None:
+    """Train a one-layer EAGLE-3 canary draft on text the target generates itself.
+
+    The trained boundaries go into the config as nested eagle_config ids under SGLang's +1 rule, and
+    the true training wiring under "eagle_audit_canary".
+
+    Examples:
+
+      eagle-audit train-canary --boundaries 0,3,16 --out ./canary
+
+      eagle-audit train-canary -t ./Llama-3.2-1B --boundaries 2,8,13 --out ./canary --prompts mt_bench.jsonl
+    """
+    with error_edge():
+        import torch
+
+        from ..accept.canary import CanaryOptions, train_canary as train
+        from ..prompts import encode, load_prompts
+        from ..states import parse_states
+        from ..target import default_target, load_target
+        from ..errors import AuditError
+
+        if threads:
+            torch.set_num_threads(threads)
+        tgt = load_target(target or default_target(), progress=lambda m: err.print(f"[dim]{m}[/]"))
+        states = parse_states(boundaries, tgt.info.num_layers, "--boundaries")
+        if any(s.normed for s in states):
+            raise AuditError("--boundaries: a canary trains on residual boundaries only (no post-norm state)")
+        ids = encode(load_prompts(prompts, max_prompts), tgt.tokenizer)
+        opts = CanaryOptions(boundaries=tuple(s.boundary for s in states), ttt_steps=ttt_steps, epochs=epochs, lr=lr,
+                             draft_vocab=draft_vocab, max_new_tokens=max_new_tokens, seed=seed)
+        result = train(tgt, ids, opts, out_dir, log=lambda m: err.print(f"[dim]{m}[/]"))
+        if json_out != "-":
+            out.print(f"wrote canary {result.out_dir}: boundaries {list(result.boundaries)}, {result.sequences} "
+                      f"sequences / {result.tokens} tokens, draft vocab {result.draft_vocab}, "
+                      f"train {result.train_seconds:.0f}s, loss {result.final_loss:.3f}, "
+                      f"step-0 accuracy {result.first_token_accuracy:.3f}", highlight=False)
+        if json_out:
+            write_json(result.to_json(), json_out)
+    raise typer.Exit(EXIT_OK)

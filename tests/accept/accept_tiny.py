@@ -1,0 +1,63 @@
+"""Tiny random models for the accept tests: a Llama target built from a config, and drafts for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from eagle_audit.draft_write import draft_config, random_weights, write_draft
+
+TINY_BOUNDARIES = (1, 3, 5)
+SMOL_BOUNDARIES = (2, 15, 27)  # SGLang's default for N = 30
+SMOL_MISWIRED = (0, 3, 16)  # the demo draft's wiring
+SMOL_CANARY_VERSION = 3
+
+N_LAYERS, HIDDEN, VOCAB = 6, 64, 49152  # SmolLM2's vocabulary, so its tokenizer can be reused
+
+
+def tiny_prompts(n: int, seed: int = 0) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (4 + i % 20,), generator=g).tolist() for i in range(n)]
+
+
+def write_tiny_target(out: Path, seed: int = 0) -> Path:
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=128, num_hidden_layers=N_LAYERS,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512, eos_token_id=None,
+                      bos_token_id=None, pad_token_id=None, tie_word_embeddings=False)
+    model = LlamaForCausalLM(cfg)
+    with torch.no_grad():  # larger weights: a peaked, deterministic greedy output
+        for p in model.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    model.save_pretrained(out)
+    _copy_tokenizer(out)
+    return out
+
+
+def _copy_tokenizer(out: Path) -> None:
+    """SmolLM2's tokenizer (from the default target's cache), so CLI tests can encode prompts."""
+    import shutil
+
+    from eagle_audit.target import default_target, materialise
+
+    src = materialise(default_target())
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (src / name).is_file():
+            shutil.copy(src / name, out / name)
+
+
+def write_tiny_draft(out: Path, *, nested_ids=None, top_level_ids=None, seed: int = 1, num_aux: int = 3,
+                     draft_vocab: int | None = 128, extra=None, scale: float = 1.0) -> Path:
+    cfg = draft_config(hidden_size=HIDDEN, target_hidden_size=HIDDEN, num_aux=num_aux, vocab_size=VOCAB,
+                       draft_vocab_size=draft_vocab, num_heads=4, num_kv_heads=2, intermediate_size=128,
+                       nested_ids=nested_ids, top_level_ids=top_level_ids, extra=extra)
+    sd = random_weights(cfg, num_aux=num_aux, seed=seed)
+    for k in sd:
+        if sd[k].is_floating_point() and sd[k].dim() == 2:
+            sd[k] = sd[k] * scale
+    write_draft(out, cfg, sd)
+    return out

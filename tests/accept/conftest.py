@@ -1,0 +1,64 @@
+"""Session fixtures: a tiny random Llama target, a tiny canary trained on it in seconds, and a SmolLM2
+canary trained with a short schedule, cached in $EAGLE_AUDIT_CACHE (default ~/.cache/eagle-audit-test)
+so re-runs reuse it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from accept_tiny import SMOL_BOUNDARIES, SMOL_CANARY_VERSION, TINY_BOUNDARIES, tiny_prompts, write_tiny_target
+
+
+def _canary_cache() -> Path:
+    return Path(os.environ.get("EAGLE_AUDIT_CACHE", Path.home() / ".cache" / "eagle-audit-test"))
+
+
+@pytest.fixture(scope="session")
+def tiny_target_dir(tmp_path_factory) -> Path:
+    return write_tiny_target(tmp_path_factory.mktemp("tiny") / "target")
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tiny_target_dir):
+    from eagle_audit.target import load_target
+
+    return load_target(str(tiny_target_dir))
+
+
+@pytest.fixture(scope="session")
+def tiny_canary(tiny_target, tmp_path_factory) -> Path:
+    from eagle_audit.accept.canary import CanaryOptions, train_canary
+
+    out = tmp_path_factory.mktemp("tiny") / "canary"
+    train_canary(tiny_target, tiny_prompts(20), CanaryOptions(boundaries=TINY_BOUNDARIES, epochs=40, max_new_tokens=48,
+                                                               draft_vocab=200, lr=3e-3), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def smol_target():
+    from eagle_audit.target import default_target, load_target
+
+    # 1 thread: on a shared 2-core machine, 2 OpenMP threads can be many times slower
+    torch.set_num_threads(int(os.environ.get("EAGLE_AUDIT_TEST_THREADS", "1")))
+    return load_target(default_target())
+
+
+@pytest.fixture(scope="session")
+def smol_canary(smol_target) -> Path:
+    """A SmolLM2 canary on [2, 15, 27], short schedule (built-in prompts 9-16, 96 new tokens)."""
+    from eagle_audit.accept.canary import CanaryOptions, train_canary
+    from eagle_audit.prompts import encode, load_prompts
+    out = _canary_cache() / f"test-canary-smol-v{SMOL_CANARY_VERSION}"
+    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+        return out
+    ids = encode(load_prompts(None)[8:], smol_target.tokenizer)
+    tmp = out.with_name(out.name + ".tmp")
+    train_canary(smol_target, ids, CanaryOptions(boundaries=SMOL_BOUNDARIES, epochs=30, max_new_tokens=96,
+                                                 draft_vocab=2048, lr=3e-3, batch_size=2), tmp)
+    tmp.rename(out)
+    return out

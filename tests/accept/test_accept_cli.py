@@ -1,0 +1,91 @@
+"""`accept-rate` and `train-canary` at the CLI edge: JSON schema, exit codes, one-line bad input."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from eagle_audit.accept.runtime import read_weights
+from eagle_audit.cli.accept_rate import accept_rate
+from eagle_audit.cli.train_canary import train_canary
+from eagle_audit.draft_write import draft_config, random_weights, write_draft
+
+from accept_tiny import VOCAB, write_tiny_draft
+
+app = typer.Typer()
+app.command("accept-rate")(accept_rate)
+app.command("train-canary")(train_canary)
+runner = CliRunner()
+
+
+def _run(*args):
+    return runner.invoke(app, list(map(str, args)))
+
+
+def _one_line_error(res):
+    text = res.output.strip()
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in text and text.splitlines()[0].startswith("error:"), text
+    return text
+
+
+def test_json_schema_and_match(tiny_target_dir, tiny_canary, tmp_path):
+    res = _run("accept-rate", "-t", tiny_target_dir, "-d", tiny_canary, "--trained-boundaries", "1,3,5",
+               "--max-prompts", 2, "--max-new-tokens", 12, "--num-draft-tokens", 9, "--json", "-",
+               "--report", tmp_path / "r")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["schema"] == "eagle-audit/accept-rate/1" and data["verdict"] == "match"
+    for key in ("accept_length", "per_position", "histogram", "attribution", "settings", "provenance", "target",
+                "draft", "server"):
+        assert key in data
+    assert data["accept_length"]["trained"] == data["accept_length"]["served"]
+    assert data["settings"]["num_draft_tokens"] == 4 and "forces" in " ".join(data["settings"]["notes"])
+    assert set(data["provenance"]) >= {"eagle_audit", "torch", "command", "engine_rules", "notes"}
+    assert sorted(p.suffix for p in (tmp_path / "r").iterdir()) == [".html", ".json", ".md"]
+
+
+def test_draft_for_another_target(tiny_target_dir, tmp_path):
+    cfg = draft_config(hidden_size=32, target_hidden_size=32, num_aux=3, vocab_size=VOCAB, draft_vocab_size=64,
+                       num_heads=2, num_kv_heads=1, intermediate_size=64, nested_ids=[0, 2, 4])
+    write_draft(tmp_path / "d", cfg, random_weights(cfg, num_aux=3))
+    text = _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", tmp_path / "d"))
+    assert "hidden size" in text
+
+
+def test_wrong_vocab_map(tiny_target_dir, tmp_path):
+    path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
+    w = read_weights(path)
+    w["d2t"] = w["d2t"] + VOCAB
+    write_draft(tmp_path / "b", json.loads((path / "config.json").read_text()), w)
+    assert "d2t" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", tmp_path / "b", "--max-prompts", 1))
+
+
+def test_empty_prompts_file(tiny_target_dir, tmp_path):
+    path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
+    (tmp_path / "p.jsonl").write_text("\n\n")
+    assert "no prompts" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--prompts",
+                                                tmp_path / "p.jsonl"))
+
+
+def test_unreachable_server(tiny_target_dir, tmp_path):
+    path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    text = _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--server", f"http://127.0.0.1:{port}"))
+    assert "unreachable" in text
+
+
+def test_tree_mode_refused(tiny_target_dir, tmp_path):
+    path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
+    assert "tree" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 4))
+
+
+def test_train_canary_bad_boundaries(tiny_target_dir, tmp_path):
+    _one_line_error(_run("train-canary", "-t", tiny_target_dir, "--boundaries", "0,3,99", "--out", tmp_path / "c"))
