@@ -5,17 +5,16 @@ One function, :func:`run_layers`, that the CLI calls; it returns a frozen :class
 
 from __future__ import annotations
 
-import platform
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
-from . import __version__
 from .conventions import Convention, Wiring, get_convention
 from .diagnose import SlotStats, check_target_fit, diagnose
 from .draft import DraftSpec, read_draft
 from .fix import plan_fix
+from .provenance import engine_convention, provenance
 from .result import Heatmap, LayersResult
 from .states import State, all_states, parse_states
 from .target import TargetInfo, load_target, target_info
@@ -41,40 +40,7 @@ class LayersOptions:
     static: bool = False
     scan: bool = True
     use_installed_engine: bool = True
-
-    def command(self) -> str:
-        """The `eagle-audit layers` command line that reproduces this audit."""
-        import shlex
-
-        defaults = LayersOptions(target="", draft="")
-        parts = ["eagle-audit", "layers", "--target", self.target, "--draft", self.draft]
-        for name, flag in (("engine", "--engine"), ("trainer", "--trainer"), ("trained_boundaries", "--trained-boundaries"),
-                           ("prompts", "--prompts"), ("max_prompts", "--max-prompts"), ("max_tokens", "--max-tokens"),
-                           ("device", "--device"), ("dtype", "--dtype"), ("device_map", "--device-map")):
-            value = getattr(self, name)
-            if value is not None and value != getattr(defaults, name):
-                parts += [flag, str(value)]
-        if self.trained_ids is not None:
-            parts += ["--trained-ids", ",".join(map(str, self.trained_ids))]
-        parts += [flag for on, flag in ((self.static, "--static"), (not self.scan, "--no-scan"),
-                                        (not self.use_installed_engine, "--builtin-rules")) if on]
-        return shlex.join(parts)
-
-
-def _engine(name: str, use_installed: bool, notes: list[str]) -> Convention:
-    if use_installed:
-        try:
-            from .probe import installed_convention
-        except ImportError:
-            installed_convention = None
-        if installed_convention is not None:
-            conv = installed_convention(name)
-            if conv is not None:
-                notes.append(f"engine rules probed from the installed {conv.title} {conv.version}")
-                return conv
-    conv = get_convention(name, "engine")
-    notes.append(f"engine rules: built-in {conv.title} {conv.version} ({conv.path})")
-    return conv
+    command: str | None = None  # the CLI line that reproduces this run (None: library call)
 
 
 def resolve_trained(opts: LayersOptions, draft: DraftSpec, info: TargetInfo, notes: list[str]
@@ -132,7 +98,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> LayersResult:
     notes: list[str] = []
     draft = read_draft(opts.draft)
-    engine = _engine(opts.engine, opts.use_installed_engine, notes)
+    engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
     target = None
     if opts.static:
         info = target_info(opts.target)
@@ -158,22 +124,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
     slots, findings = diagnose(draft, info, trained, served, engine, trainer, stats)
     errors = [f for f in findings if f.severity == "error"]
     fix = plan_fix(engine, info.architecture, info.num_layers, trained.states, draft, info.hidden_size, trainer) if errors else None
-    provenance = {
-        "eagle_audit": __version__, "torch": torch.__version__, "transformers": _version("transformers"),
-        "python": platform.python_version(), "command": opts.command(),
-        "engine_rules": engine.to_json(), "trainer_rules": trainer.to_json() if trainer else None,
-        "device": target.device if target else None, "dtype": target.dtype if target else None,
-        "static": opts.static, "prompts": opts.prompts or "built-in chat set", "num_prompts": n_prompts,
-        "tokens": tokens, "notes": notes,
-    }
+    prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
+                      num_prompts=n_prompts, tokens=tokens, notes=notes, static=opts.static)
     return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), trained, served, slots,
-                        findings, fix, heat, provenance)
-
-
-def _version(pkg: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return None
+                        findings, fix, heat, prov)

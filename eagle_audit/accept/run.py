@@ -1,24 +1,22 @@
 """The `accept-rate` run, end to end: resolve the trained and served wirings with the same code as
-`layers` (:func:`eagle_audit.audit.resolve_trained`, :func:`eagle_audit.audit._engine`), simulate
+`layers` (:func:`eagle_audit.audit.resolve_trained`, :func:`eagle_audit.provenance.engine_convention`), simulate
 acceptance under each, attribute the loss slot by slot, and optionally run the live loop and read a
 server. Returns a frozen :class:`AcceptResult`.
 """
 
 from __future__ import annotations
 
-import platform
-import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import torch
 
-from .. import __version__
-from ..audit import LayersOptions, _engine, _version, resolve_trained
+from ..audit import LayersOptions, resolve_trained
 from ..conventions import Wiring
 from ..diagnose import check_target_fit
 from ..draft import read_draft
 from ..errors import AuditError
+from ..provenance import engine_convention, provenance
 from ..states import State
 from .live import LiveResult, run_live
 from .runtime import DraftFlags, flags_for_convention, load_draft_model
@@ -84,6 +82,7 @@ class AcceptOptions:
     device: str = "cpu"
     dtype: str = "auto"
     use_installed_engine: bool = True
+    command: str | None = None  # the CLI line that reproduces this run (None: library call)
     prompt_ids: tuple[tuple[int, ...], ...] | None = None  # token ids given directly (library use, tokenizer-less targets)
 
 
@@ -153,7 +152,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     settings = make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
     notes: list[str] = []
     spec = read_draft(opts.draft)
-    engine = _engine(opts.engine, opts.use_installed_engine, notes)
+    engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
     from ..prompts import encode, load_prompts
     from ..target import load_target
 
@@ -206,13 +205,8 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     tr, sv = stats["trained"], stats["served"]
     bad = sv is None or (tr is not None and tr.accept_length is not None and sv.accept_length is not None
                          and tr.accept_length - sv.accept_length > opts.tolerance)
-    provenance = {
-        "eagle_audit": __version__, "torch": torch.__version__, "transformers": _version("transformers"),
-        "python": platform.python_version(), "command": "eagle-audit " + " ".join(sys.argv[1:]),
-        "engine_rules": engine.to_json(), "trainer_rules": trainer.to_json() if trainer else None,
-        "device": target.device, "dtype": target.dtype, "static": False,
-        "prompts": opts.prompts or "built-in chat set", "num_prompts": len(prompt_ids),
-        "tokens": sum(len(c.prompt) + len(c.continuation) for c in cases), "notes": notes + list(settings.notes),
-    }
+    prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
+                      num_prompts=len(prompt_ids), tokens=sum(len(c.prompt) + len(c.continuation) for c in cases),
+                      notes=notes + list(settings.notes))
     return AcceptResult("mismatch" if bad else "match", info.to_json(), spec.to_json(), trained, served, settings,
-                        stats, tuple(attribution), flags, opts.tolerance, live, server, provenance, failures)
+                        stats, tuple(attribution), flags, opts.tolerance, live, server, prov, failures)

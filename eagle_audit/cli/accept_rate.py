@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir, Target,
-                     TrainedBoundaries, TrainedIds, Trainer, err, error_edge, out, parse_ints, progress_enabled,
-                     write_json)
+from .common import (BuiltinRules, Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
+                     Target, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge, out,
+                     parse_ints, reporter, write_json)
 
 
 def accept_rate(
+    ctx: typer.Context,
     target: Target = None,
     draft: Draft = None,
     engine: Engine = "sglang",
@@ -33,7 +33,7 @@ def accept_rate(
     server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
     device: Device = "cpu",
     dtype: Dtype = "auto",
-    builtin_rules: Annotated[bool, typer.Option("--builtin-rules", help="Use the built-in engine rules even if the engine is installed.")] = False,
+    builtin_rules: BuiltinRules = False,
     json_out: JsonOut = None,
     report: ReportDir = None,
 ) -> None:
@@ -58,32 +58,14 @@ def accept_rate(
         from ..accept.render import render_accept
         from ..accept.run import AcceptOptions, run_accept
 
-        if target is None:
-            from ..target import default_target
-
-            target = default_target()
-        if draft is None:
-            from ..demo import demo_draft
-
-            draft = demo_draft()
+        target, draft = default_inputs(target, draft)
         opts = AcceptOptions(target=target, draft=draft, engine=engine, trainer=trainer,
                              trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
                              prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps,
                              topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
                              tolerance=tolerance, live=live, server=server, server_kind=server_kind, device=device,
-                             dtype=dtype, use_installed_engine=not builtin_rules)
-        show = progress_enabled(json_out)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, disable=not show, transient=True) as bar:
-            task = bar.add_task("prompts", total=None, visible=False)
-
-            def status(msg: str) -> None:
-                if show:
-                    err.print(f"[dim]{msg}[/]")
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, description="prompts", completed=done, total=total, visible=True)
-
+                             dtype=dtype, use_installed_engine=not builtin_rules, command=command_line(ctx))
+        with reporter(json_out) as (status, progress):
             result = run_accept(opts, status, progress)
         if json_out != "-":
             render_accept(result, out)

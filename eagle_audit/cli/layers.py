@@ -7,18 +7,18 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..audit import LayersOptions, run_layers
 from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..fix import merge_patch
 from ..render import render_layers
-from .common import (Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
-                     Target, TrainedBoundaries, TrainedIds, Trainer, err, error_edge, out, parse_ints,
-                     progress_enabled, write_json)
+from .common import (BuiltinRules, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts,
+                     ReportDir, Target, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err,
+                     error_edge, out, parse_ints, reporter, write_json)
 
 
 def layers(
+    ctx: typer.Context,
     target: Target = None,
     draft: Draft = None,
     engine: Engine = "sglang",
@@ -33,7 +33,7 @@ def layers(
     device_map: DeviceMap = None,
     static: Annotated[bool, typer.Option("--static", help="Config-level checks only: no target weights are loaded.")] = False,
     scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
-    builtin_rules: Annotated[bool, typer.Option("--builtin-rules", help="Use the built-in engine rules even if the engine is installed.")] = False,
+    builtin_rules: BuiltinRules = False,
     json_out: JsonOut = None,
     write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR (config.json patched, weights linked); the input is untouched.")] = None,
     report: ReportDir = None,
@@ -51,30 +51,13 @@ def layers(
     Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input.
     """
     with error_edge():
-        if target is None:
-            from ..target import default_target
-
-            target = default_target()
-        if draft is None:
-            from ..demo import demo_draft
-
-            draft = demo_draft()
+        target, draft = default_inputs(target, draft)
         opts = LayersOptions(target=target, draft=draft, engine=engine, trainer=trainer,
                              trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
                              prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
-                             device_map=device_map, static=static, scan=scan, use_installed_engine=not builtin_rules)
-        show = progress_enabled(json_out)
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=err, disable=not show, transient=True) as bar:
-            task = bar.add_task("prompts", total=None, visible=False)
-
-            def status(msg: str) -> None:
-                if show:
-                    err.print(f"[dim]{msg}[/]")
-
-            def progress(done: int, total: int) -> None:
-                bar.update(task, description="capturing", completed=done, total=total, visible=True)
-
+                             device_map=device_map, static=static, scan=scan, use_installed_engine=not builtin_rules,
+                             command=command_line(ctx))
+        with reporter(json_out) as (status, progress):
             result = run_layers(opts, status, progress)
         if json_out != "-":
             render_layers(result, out)

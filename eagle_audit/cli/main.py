@@ -17,6 +17,12 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 @app.callback()
 def _root() -> None:
     """Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines."""
+    import os
+
+    if not os.environ.get("EAGLE_AUDIT_DEBUG"):  # eagle-audit reports problems itself, one line each
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
 
 
 app.command("layers")(layers)

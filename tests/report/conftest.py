@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -21,20 +22,21 @@ CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-back
 # ----------------------------------------------------------------------------- real results
 
 @pytest.fixture(scope="session")
-def demo_result() -> dict:
+def demo_result(tmp_path_factory) -> dict:
     """A real layers result: SmolLM2-135M-Instruct (GGUF, converted once into the persistent test cache,
     $EAGLE_AUDIT_TEST_CACHE or ~/.cache/eagle-audit-test) audited against the demo draft, whose ids SGLang
     does not read."""
-    from eagle_audit.audit import LayersOptions, run_layers
+    from typer.testing import CliRunner
+
+    from eagle_audit.cli.main import app
 
     cache = os.environ.get("EAGLE_AUDIT_TEST_CACHE", str(Path.home() / ".cache" / "eagle-audit-test"))
+    out = tmp_path_factory.mktemp("demo") / "result.json"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EAGLE_AUDIT_CACHE", cache)
-        from eagle_audit.demo import demo_draft
-        from eagle_audit.target import default_target
-
-        result = run_layers(LayersOptions(target=default_target(), draft=demo_draft(), max_prompts=2, max_tokens=32))
-    return json.loads(json.dumps(result.to_json()))  # exactly what --json writes and reports read
+        run = CliRunner().invoke(app, ["layers", "--max-prompts", "2", "--max-tokens", "32", "--json", str(out)])
+    assert run.exit_code == 1, run.output  # the demo is a mismatch
+    return json.loads(out.read_text())  # exactly what --json writes and reports read
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +69,11 @@ def deep_results(tmp_path_factory) -> dict:
                        draft_vocab_size=None, num_heads=4, num_kv_heads=2, intermediate_size=64,
                        nested_ids=[1, 14, 29, 44, 56])
     write_draft(draft, cfg, random_weights(cfg, num_aux=5))
+    args = ["--target", str(target), "--draft", str(draft), "--trained-boundaries", "0,15,30,45,58",
+            "--max-prompts", "2", "--max-tokens", "32"]
+    # a library caller records the command line itself (the CLI does it from its arguments)
     opts = LayersOptions(target=str(target), draft=str(draft), trained_boundaries="0,15,30,45,58", max_prompts=2,
-                         max_tokens=32)
+                         max_tokens=32, command=shlex.join(["eagle-audit", "layers", *args]))
     mismatch = run_layers(opts)
     fixed = root / "eagle3-5slot-fixed"  # the same draft with the fix the audit proposed
     write_draft(fixed, merge_patch(cfg, mismatch.fix.patch), random_weights(cfg, num_aux=5))
