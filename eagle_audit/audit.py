@@ -43,20 +43,22 @@ class LayersOptions:
     command: str | None = None  # the CLI line that reproduces this run (None: library call)
 
 
-def resolve_trained(opts: LayersOptions, draft: DraftSpec, info: TargetInfo, notes: list[str]
+def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], trainer: str | None = None,
+                    trained_boundaries: str | None = None, trained_ids: tuple[int, ...] | None = None
                     ) -> tuple[Wiring, Convention | None]:
-    if opts.trained_boundaries:
-        states = parse_states(opts.trained_boundaries, info.num_layers)
-        trainer = get_convention(opts.trainer, "trainer") if opts.trainer else None
+    """What the draft was trained on: boundaries given directly, else the trainer's convention (given, or
+    assumed from the draft layout, which ``notes`` records) applied to the draft config."""
+    if trained_boundaries:
+        states = parse_states(trained_boundaries, info.num_layers)
+        conv = get_convention(trainer, "trainer") if trainer else None
         notes.append(f"trained states given directly: {[s.label() for s in states]}")
         return Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
-                      tuple(s.boundary for s in states), states), trainer
-    name = opts.trainer
-    if name is None:
-        name = TRAINER_BY_LAYOUT[draft.layout]
-        notes.append(f"trainer not given: assumed {name} from the draft's {draft.layout} layout")
-    trainer = get_convention(name, "trainer")
-    return trainer.resolve(draft.config, info.architecture, info.num_layers, opts.trained_ids), trainer
+                      tuple(s.boundary for s in states), states), conv
+    if trainer is None:
+        trainer = TRAINER_BY_LAYOUT[draft.layout]
+        notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout")
+    conv = get_convention(trainer, "trainer")
+    return conv.resolve(draft.config, info.architecture, info.num_layers, trained_ids), conv
 
 
 @torch.inference_mode()
@@ -108,7 +110,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
         target = load_target(opts.target, opts.device, opts.dtype, opts.device_map, progress=status)
         info = target.info
     check_target_fit(draft, info)
-    trained, trainer = resolve_trained(opts, draft, info, notes)
+    trained, trainer = resolve_trained(draft, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
     served = engine.resolve(draft.config, info.architecture, info.num_layers)
     stats, heat, tokens, n_prompts = None, None, 0, 0
     if target is not None:

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 import torch
 
-from ..audit import LayersOptions, resolve_trained
+from ..audit import resolve_trained
 from ..conventions import Wiring
 from ..diagnose import check_target_fit
 from ..draft import read_draft
@@ -163,9 +163,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     target = load_target(opts.target, opts.device, opts.dtype, progress=say)
     info = target.info
     aux = check_target_fit(spec, info)
-    lopts = LayersOptions(target=opts.target, draft=opts.draft, engine=opts.engine, trainer=opts.trainer,
-                          trained_boundaries=opts.trained_boundaries, trained_ids=opts.trained_ids)
-    trained, trainer = resolve_trained(lopts, spec, info, notes)
+    trained, trainer = resolve_trained(spec, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
     served = engine.resolve(spec.config, info.architecture, info.num_layers)
     flags = {"trained": trained_flags(spec.config, trainer), "served": flags_for_convention(spec.config, engine)}
     models = {"trained": load_draft_model(spec, target, flags["trained"])}
