@@ -1,15 +1,21 @@
 """Train a one-layer EAGLE-3 canary draft on text the target generates itself, under a known wiring.
 
-1. Data: the target's greedy continuations of the prompts (batched, left-padded generation; cut at
-   EOS), then one teacher-forced pass per batch capturing the trained boundaries and the target's
-   next-token distribution restricted to the draft vocabulary.
+1. Data (:func:`make_data`): the target's greedy continuations of the prompts (batched, left-padded,
+   KV-cached decode; cut at EOS), plus optional seeded sampled continuations; the trained boundaries
+   and the target's final-norm output are captured on the way at every position, prompt included (no
+   separate teacher pass). The teacher distribution at a position is the target's head over the draft
+   vocabulary applied to that final-norm output.
 2. Draft vocabulary: the ``draft_vocab`` most frequent target ids of that text (ties: lower id), with
-   ``d2t`` / ``t2d`` as SpecForge writes them. ``lm_head`` and the final ``norm`` start from the
-   target's; everything else is random (seeded).
+   ``d2t`` / ``t2d`` as SpecForge writes them. ``lm_head`` (frozen unless ``head_lr_scale`` > 0) and the
+   final ``norm`` start from the target's; with ``init="target"`` the midlayer starts from a target
+   decoder layer and ``fc`` passes the deepest trained state through (:func:`_init_model`).
 3. EAGLE-3 training-time test: ``ttt_steps`` unrolled steps per position, each feeding the draft its
    own previous hidden and the next text token (:func:`~eagle_audit.accept.rollout.rollout`); loss =
    cross-entropy to the target distribution at each step (= forward KL up to a constant), step k
-   weighted 0.8**k.
+   weighted 0.8**k. AdamW (weight decay on matrices), warm-up + cosine schedule fitted to the time
+   budget after the first epoch, gradient clipping, optional early stopping on held-out sequences.
+   Seeded; ``device`` / ``dtype`` run generation and training on a GPU (bf16 autocast, float32 master
+   weights).
 4. Written in the SGLang layout (``draft_write``): the trained boundaries as nested
    ``eagle_config.eagle_aux_hidden_state_layer_ids`` under SGLang's +1 rule (boundary b -> id b-1, so
    boundary 0 -> id -1, which SGLang 0.5.23 serves as the embedding), and the true training wiring
@@ -44,9 +50,20 @@ class CanaryOptions:
     lr: float = 2e-3
     draft_vocab: int = 4096
     max_new_tokens: int = 256
-    batch_size: int = 4
+    batch_size: int = 1  # sequences per optimizer step (CPU: more, smaller steps train faster per second)
     seed: int = 0
-    time_budget_s: float | None = None  # stop training early (the schedule is cut) past this
+    time_budget_s: float | None = None  # training seconds: the cosine schedule is fitted to it after epoch 1
+    total_budget_s: float | None = None  # data + training seconds (training gets what data leaves)
+    init: str = "target"  # "target": layer, head and norm from the target (see _init_model); "random"
+    init_layer: int = -1  # the target decoder layer the midlayer starts from (init "target")
+    head_lr_scale: float = 0.0  # lm_head learning rate = lr * this (0: frozen at the target's rows)
+    weight_decay: float = 0.01
+    gen_batch: int = 16  # prompts per batched greedy generation
+    sampled_copies: int = 0  # extra continuations per prompt, sampled at ``temperature`` (more diverse text)
+    temperature: float = 0.8
+    val_fraction: float = 0.0  # sequences held out for early stopping (best validation loss is kept)
+    device: str | None = None  # training device (None: the target's); generation runs on the target's
+    dtype: str = "float32"  # "bfloat16": bf16 autocast on CUDA (float32 master weights)
 
 
 @dataclass(frozen=True)
@@ -61,33 +78,103 @@ class CanaryResult:
     optimizer_steps: int
     final_loss: float
     first_token_accuracy: float  # step-0 argmax == target argmax on the training text, last epoch
+    epochs_run: int = 0
+    val_loss: float | None = None  # best validation loss (val_fraction > 0)
+    device: str = "cpu"
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
 
 
+@dataclass
+class Sample:
+    """One training sequence: ids (prompt + greedy continuation), the aux states at each position
+    [L, n*H] and the target's final-norm output [L, H] (row L-1 is zeros: never used)."""
+
+    ids: list[int]
+    aux: torch.Tensor
+    final: torch.Tensor
+
+
 @torch.inference_mode()
-def greedy_batch(target, prompts: Sequence[Sequence[int]], max_new: int, batch: int = 16) -> list[list[int]]:
-    """Greedy continuations, batched with left padding (training data only: padding changes rounding,
-    so the simulation generates one prompt at a time)."""
+def generate_data(target, prompts: Sequence[Sequence[int]], states: tuple[State, ...], max_new: int,
+                  batch: int = 16, store_device: str = "cpu", log: Callable[[str], None] | None = None,
+                  temperature: float = 0.0, seed: int = 0) -> list[Sample]:
+    """The target's greedy continuations of ``prompts`` (batched, left padding, KV cache; cut at EOS),
+    capturing on the way the ``states`` and the final-norm output of every position (prompt and
+    generated), so no teacher pass is needed: the cached decode computes the same states. With
+    ``temperature`` > 0 the continuations are sampled (seeded) instead of greedy. Padding
+    changes rounding, so this is for training data only (the simulation generates one prompt at a time).
+
+    The teacher distribution is later ``softmax(final @ lm_head[draft vocab].T)``: exact for targets
+    whose logits are the head applied to the final-norm output (Llama family; no soft-capping)."""
+    from ..capture import capture
+    from .targetrun import _cache_kw, new_cache
+
     model, dev, eos = target.model, target.input_device, eos_ids(target)
     pad = min(eos) if eos else 0
-    out = []
-    for i in range(0, len(prompts), batch):
-        chunk = [list(p) for p in prompts[i:i + batch]]
-        width = max(len(p) for p in chunk)
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=dev)  # [batch, pos]
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=dev)
-        gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new, do_sample=False,
-                             pad_token_id=pad, eos_token_id=sorted(eos) or None)
-        for row in gen[:, width:].tolist():
-            cont = []
-            for t in row:
-                cont.append(t)
-                if t in eos:
-                    break
-            out.append(cont)
-    return out
+    eos_t = torch.tensor(sorted(eos) or [-1], device=dev)
+    kw = _cache_kw(model)
+    gen_rng = torch.Generator(device=dev).manual_seed(seed) if temperature > 0 else None
+    box: list[torch.Tensor] = []
+    hook = target.stack.final_norm.register_forward_hook(lambda m, i, o: box.append(o if torch.is_tensor(o) else o[0]))
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))  # similar lengths share a batch
+    out: dict[int, Sample] = {}
+    t0 = time.perf_counter()
+    try:
+        with capture(target.stack, states, stop_early=False) as store:
+            def forward(ids, mask, pos, cache):
+                box.clear()
+                logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                               **{kw: cache}).logits[:, -1]  # [batch, vocab]
+                aux = torch.cat([store[s] for s in states], dim=-1).to(store_device, torch.float32)
+                return logits, aux, box[-1].to(store_device, torch.float32)  # [batch, pos, n*H], [batch, pos, H]
+
+            for bi in range(0, len(order), batch):
+                idx = order[bi:bi + batch]
+                chunk = [list(prompts[i]) for i in idx]
+                width = max(len(p) for p in chunk)
+                ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=dev)  # [batch, width]
+                mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=dev)
+                pos = (mask.cumsum(-1) - 1).clamp(min=0)
+                cache = new_cache()
+                logits, aux, fin = forward(ids, mask, pos, cache)
+                auxs, fins, toks = [aux], [fin], []
+                done = torch.zeros(len(chunk), dtype=torch.bool, device=dev)
+                for step in range(max_new):
+                    if gen_rng is None:
+                        tok = logits.argmax(-1)  # [batch]
+                    else:
+                        tok = torch.multinomial(torch.softmax(logits.float() / temperature, -1), 1,
+                                                generator=gen_rng)[:, 0]
+                    toks.append(tok)
+                    done |= torch.isin(tok, eos_t)
+                    if step == max_new - 1 or bool(done.all()):
+                        break
+                    mask = torch.cat([mask, mask.new_ones(len(chunk), 1)], dim=1)
+                    pos = pos[:, -1:] + 1
+                    logits, aux, fin = forward(tok[:, None], mask, pos, cache)
+                    auxs.append(aux)
+                    fins.append(fin)
+                aux, fin = torch.cat(auxs, dim=1), torch.cat(fins, dim=1)  # [batch, width + steps - 1, ...]
+                gen = torch.stack(toks, dim=1).tolist()  # [batch, steps]
+                for r, i in enumerate(idx):
+                    cont = []
+                    for t in gen[r]:
+                        cont.append(t)
+                        if t in eos:
+                            break
+                    p = len(chunk[r])
+                    keep = slice(width - p, width + len(cont) - 1)  # states of every token but the last
+                    a = torch.cat([aux[r, keep], aux.new_zeros(1, aux.shape[-1])])
+                    f = torch.cat([fin[r, keep], fin.new_zeros(1, fin.shape[-1])])
+                    out[i] = Sample(chunk[r] + cont, a, f)
+                if log:
+                    done_n = min(bi + batch, len(order))
+                    log(f"generated {done_n}/{len(order)} prompts ({time.perf_counter() - t0:.0f}s)")
+    finally:
+        hook.remove()
+    return [out[i] for i in range(len(prompts))]
 
 
 def choose_vocab(seqs: Sequence[Sequence[int]], k: int) -> torch.Tensor:
@@ -100,19 +187,18 @@ def choose_vocab(seqs: Sequence[Sequence[int]], k: int) -> torch.Tensor:
     return torch.tensor(sorted(top))
 
 
-@torch.no_grad()  # not inference_mode: these tensors enter autograd as training targets
-def teacher_batch(target, seqs: Sequence[Sequence[int]], states: tuple[State, ...], used: torch.Tensor):
-    """Right-padded teacher pass: aux [batch, L, n*H] (float32, cpu) and target probs over the draft
-    vocab [batch, L, draft_vocab]."""
-    from ..capture import capture
-
-    width = max(len(s) for s in seqs)
-    ids = torch.tensor([list(s) + [0] * (width - len(s)) for s in seqs], device=target.input_device)
-    with capture(target.stack, states, stop_early=False) as store:
-        logits = target.model(input_ids=ids, use_cache=False).logits  # [batch, L, vocab]
-    probs = torch.softmax(logits[..., used.to(logits.device)].float(), dim=-1).cpu()
-    aux = torch.cat([store[s].float() for s in states], dim=-1).cpu()
-    return aux, probs
+def _batches(data: list[Sample], size: int) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Length-sorted batches: (ids [batch, L], aux [batch, L, n*H], final [batch, L, H], lens [batch])."""
+    order = sorted(range(len(data)), key=lambda i: (len(data[i].ids), i))
+    out = []
+    for b in range(0, len(order), size):
+        chunk = [data[i] for i in order[b:b + size]]
+        L = max(len(s.ids) for s in chunk)
+        ids = torch.tensor([s.ids + [0] * (L - len(s.ids)) for s in chunk])
+        aux = torch.stack([F.pad(s.aux, (0, 0, 0, L - s.aux.shape[0])) for s in chunk])
+        fin = torch.stack([F.pad(s.final, (0, 0, 0, L - s.final.shape[0])) for s in chunk])
+        out.append((ids, aux, fin, torch.tensor([len(s.ids) for s in chunk])))
+    return out
 
 
 def canary_arch(target, vocab: int) -> DraftArch:
@@ -142,43 +228,100 @@ def _sglang_names(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
             for k, v in sd.items()}
 
 
+def _split(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """(train, validation) sequence indices; a seeded draw of ``round(n * fraction)`` for validation."""
+    k = min(n - 1, max(1, round(n * fraction))) if fraction > 0 and n > 1 else 0
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed + 1)).tolist()
+    return sorted(perm[k:]), sorted(perm[:k])
+
+
+def make_data(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, states: tuple[State, ...],
+              log: Callable[[str], None] | None = None) -> list[Sample]:
+    """The training text: greedy continuations of ``prompts``, plus ``opts.sampled_copies`` sampled
+    sets, with ``states`` captured (one pass can serve several canaries: :func:`train_canary` ``data``)."""
+    log = log or (lambda m: None)
+    dev = torch.device(opts.device or target.input_device)
+    store = str(dev) if dev.type == "cuda" else "cpu"
+    log(f"generating greedy continuations of {len(prompts)} prompts")
+    data = generate_data(target, prompts, states, opts.max_new_tokens, opts.gen_batch, store, log)
+    for c in range(opts.sampled_copies):
+        log(f"sampling continuation set {c + 1}/{opts.sampled_copies} (temperature {opts.temperature})")
+        data += generate_data(target, prompts, states, opts.max_new_tokens, opts.gen_batch, store, log,
+                              opts.temperature, opts.seed + 1 + c)
+    return data
+
+
 def train_canary(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, out_dir: str | Path,
-                 log: Callable[[str], None] | None = None) -> CanaryResult:
-    """Train and write a canary draft for ``target`` on its greedy continuations of ``prompts``."""
+                 log: Callable[[str], None] | None = None,
+                 data: tuple[list[Sample], tuple[State, ...]] | None = None) -> CanaryResult:
+    """Train and write a canary draft for ``target`` on its greedy continuations of ``prompts``
+    (or on ``data`` = (samples from :func:`make_data`, the states their aux holds, in order))."""
     log = log or (lambda m: None)
     torch.manual_seed(opts.seed)
     states = tuple(State(b) for b in opts.boundaries)
+    dev = torch.device(opts.device or target.input_device)
     t0 = time.perf_counter()
-    log(f"generating greedy continuations of {len(prompts)} prompts")
-    conts = greedy_batch(target, prompts, opts.max_new_tokens)
-    seqs = [list(p) + c for p, c in zip(prompts, conts)]
+    if data is None:
+        data = make_data(target, prompts, opts, states, log)
+    else:
+        samples, have = data
+        H = target.info.hidden_size
+        cols = torch.cat([torch.arange(have.index(s) * H, (have.index(s) + 1) * H) for s in states])
+        data = [Sample(d.ids, d.aux[:, cols.to(d.aux.device)], d.final) for d in samples]
+    seqs = [d.ids for d in data]
     used = choose_vocab(seqs, opts.draft_vocab)
     arch = canary_arch(target, int(used.shape[0]))
     arch = DraftArch(**{**arch.__dict__, "num_aux": len(states)})
-    data = []
-    for i in range(0, len(seqs), opts.batch_size):
-        chunk = seqs[i:i + opts.batch_size]
-        aux, probs = teacher_batch(target, chunk, states, used)
-        lens = torch.tensor([len(s) for s in chunk])
-        ids = torch.tensor([s + [0] * (aux.shape[1] - len(s)) for s in chunk])  # [batch, L]
-        data.append((ids, aux, probs, lens))
+    tr_idx, val_idx = _split(len(data), opts.val_fraction, opts.seed)
+    train_b = _batches([data[i] for i in tr_idx], opts.batch_size)
+    val_b = _batches([data[i] for i in val_idx], opts.batch_size)
+    del data
+    teacher_head = target.model.get_output_embeddings().weight.detach()[used.to(target.input_device)].to(dev, torch.float32)
     data_seconds = time.perf_counter() - t0
     n_tokens = sum(len(s) for s in seqs)
-    log(f"{len(seqs)} sequences, {n_tokens} tokens, draft vocab {arch.draft_vocab_size} ({data_seconds:.0f}s)")
+    log(f"{len(seqs)} sequences ({len(val_idx)} held out for validation), {n_tokens} tokens, draft vocab "
+        f"{arch.draft_vocab_size} ({data_seconds:.0f}s)")
 
-    model = _init_model(target, arch, used, opts.seed)
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=opts.lr, weight_decay=0.0)
-    total = max(1, opts.epochs * len(data))
+    model = _init_model(target, arch, used, opts).to(dev)
+    model.embed = model.embed.to(dev)
+    head_params = list(model.lm_head.parameters())
+    if opts.head_lr_scale == 0:
+        for p in head_params:
+            p.requires_grad_(False)
+    hp = {id(p) for p in head_params}
+    body = [p for p in model.parameters() if p.requires_grad and id(p) not in hp]
+    groups = [{"params": [p for p in body if p.dim() >= 2], "weight_decay": opts.weight_decay},
+              {"params": [p for p in body if p.dim() < 2], "weight_decay": 0.0}]
+    if opts.head_lr_scale > 0:
+        groups.append({"params": head_params, "weight_decay": opts.weight_decay, "lr": opts.lr * opts.head_lr_scale})
+    params = [p for g in groups for p in g["params"]]
+    opt = torch.optim.AdamW(groups, lr=opts.lr)
+    total = max(1, opts.epochs * len(train_b))
+    plan = [total]  # the schedule length; fitted to the time budget after the first epoch
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / max(1, total // 20)) * 0.5 * (1 + math.cos(math.pi * min(s, total) / total)))
+        opt, lambda s: min(1.0, (s + 1) / max(1, plan[0] // 20)) * 0.5 * (1 + math.cos(math.pi * min(s, plan[0]) / plan[0])))
+    budget = opts.time_budget_s
+    if opts.total_budget_s is not None:
+        left = opts.total_budget_s - data_seconds - 5.0
+        budget = left if budget is None else min(budget, left)
+    amp = opts.dtype in ("bfloat16", "bf16") and dev.type == "cuda"
+
+    def loss_of(batch):
+        ids, aux, fin, lens = (t.to(dev, non_blocking=True) for t in batch)
+        with torch.no_grad():
+            probs = torch.softmax(fin @ teacher_head.T, dim=-1)  # [batch, L, draft_vocab]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            return _ttt_loss(model, ids, aux, probs, lens, opts.ttt_steps)
+
     g = torch.Generator().manual_seed(opts.seed)
-    t1, step, loss_v, acc = time.perf_counter(), 0, float("nan"), 0.0
-    model.train()
-    for epoch in range(opts.epochs):
+    t1, step, loss_v, acc, epoch = time.perf_counter(), 0, float("nan"), 0.0, 0
+    best, best_state = None, None
+    t_prev = 0.0
+    for epoch in range(1, opts.epochs + 1):
+        model.train()
         hits = count = 0
-        for bi in torch.randperm(len(data), generator=g).tolist():
-            loss, h, c = _ttt_loss(model, *data[bi], opts.ttt_steps)
+        for bi in torch.randperm(len(train_b), generator=g).tolist():
+            loss, h, c = loss_of(train_b[bi])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -186,38 +329,85 @@ def train_canary(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, 
             sched.step()
             step += 1
             loss_v, hits, count = float(loss.detach()), hits + h, count + c
+            if budget is not None and time.perf_counter() - t1 > 1.15 * budget + 5:
+                break  # hard stop: the fitted schedule overran
         acc = hits / max(count, 1)
-        if epoch % 5 == 0 or epoch == opts.epochs - 1:
-            log(f"epoch {epoch + 1}/{opts.epochs}: loss {loss_v:.3f}, step-0 accuracy {acc:.3f}")
-        if opts.time_budget_s is not None and time.perf_counter() - t1 > opts.time_budget_s:
-            log(f"time budget reached after epoch {epoch + 1}")
+        if epoch <= 2 and budget is not None:  # refitted after epoch 2: epoch 1 carries warm-up (CUDA)
+            spent = time.perf_counter() - t1
+            fit = max(epoch, min(opts.epochs, epoch + int((budget - spent) / max(spent - t_prev, 1e-6))))
+            plan[0] = max(step + 1, fit * len(train_b))
+            log(f"time budget {budget:.0f}s: schedule fitted to {fit} epoch(s)")
+        t_prev = time.perf_counter() - t1
+        msg = f"epoch {epoch}/{opts.epochs}: loss {loss_v:.3f}, step-0 accuracy {acc:.3f}"
+        if val_b:
+            model.eval()
+            with torch.no_grad():
+                vals = [loss_of(b) for b in val_b]
+            vl = sum(float(v[0]) for v in vals) / len(vals)
+            va = sum(v[1] for v in vals) / max(1, sum(v[2] for v in vals))
+            msg += f"; validation loss {vl:.3f}, accuracy {va:.3f}"
+            if best is None or vl < best:
+                best, best_state = vl, {k: v.detach().clone() for k, v in model.state_dict().items()}
+        log(msg)
+        if step >= plan[0] or (budget is not None and time.perf_counter() - t1 > 1.15 * budget + 5):
+            if step < total:
+                log(f"time budget reached after epoch {epoch}")
             break
+    if best_state is not None:
+        model.load_state_dict(best_state)
     train_seconds = time.perf_counter() - t1
     model.eval()
     record = {"trained_boundaries": list(opts.boundaries), "target": target.info.name,
               "target_num_layers": target.info.num_layers, "ttt_steps": opts.ttt_steps, "epochs": opts.epochs,
-              "lr": opts.lr, "seed": opts.seed, "sequences": len(seqs), "tokens": n_tokens,
-              "max_new_tokens": opts.max_new_tokens, "loss": "cross-entropy to the target distribution over the "
-              "draft vocab, 0.8**k per TTT step", "sglang_ids_rule": "nested id = boundary - 1 (SGLang adds 1)"}
+              "epochs_run": epoch, "lr": opts.lr, "seed": opts.seed, "sequences": len(seqs), "tokens": n_tokens,
+              "max_new_tokens": opts.max_new_tokens, "init": opts.init, "init_layer": opts.init_layer,
+              "head_lr_scale": opts.head_lr_scale, "weight_decay": opts.weight_decay,
+              "validation_sequences": len(val_idx), "sampled_copies": opts.sampled_copies, "device": str(dev), "dtype": opts.dtype,
+              "loss": "cross-entropy to the target distribution over the draft vocab, 0.8**k per TTT step",
+              "sglang_ids_rule": "nested id = boundary - 1 (SGLang adds 1)"}
     sd = _sglang_names({k: v for k, v in model.state_dict().items()})
     sd.update(vocab_map(used, arch.vocab_size))
     write_draft(out_dir, _config(arch, opts.boundaries, record), sd)
     return CanaryResult(str(out_dir), opts.boundaries, len(seqs), n_tokens, arch.draft_vocab_size, data_seconds,
-                        train_seconds, step, loss_v, acc)
+                        train_seconds, step, loss_v, acc, epoch, best, str(dev))
 
 
-def _init_model(target, arch: DraftArch, used: torch.Tensor, seed: int) -> Eagle3Draft:
+def _init_model(target, arch: DraftArch, used: torch.Tensor, opts: CanaryOptions) -> Eagle3Draft:
+    """Random (seeded) weights; ``lm_head`` = the target's head rows of the draft vocab, ``norm`` = the
+    target's final norm. With ``init="target"`` the midlayer also starts from target decoder layer
+    ``init_layer``: its attention weights on the hidden half of q/k/v (the embedding half stays random),
+    ``o_proj``, the MLP and ``post_attention_layernorm`` copied, ``hidden_norm`` = its input norm; ``fc``
+    = identity on the slot of the deepest trained boundary, zeros elsewhere, so the draft starts as
+    that target layer applied to the deepest state."""
     cfg = _config(arch, tuple(range(arch.num_aux)), {})
     sd = {("layers.0." + k[len("midlayer."):] if k.startswith("midlayer.") else k): v
-          for k, v in random_weights(cfg, arch.num_aux, seed=seed, with_d2t=False).items()}
+          for k, v in random_weights(cfg, arch.num_aux, seed=opts.seed, with_d2t=False).items()}
     tm = target.model
     head = tm.get_output_embeddings().weight.detach().float().cpu()
     sd["lm_head.weight"] = head[used].clone()
     norm = getattr(target.stack.final_norm, "weight", None)
     if norm is not None:
         sd["norm.weight"] = norm.detach().float().cpu().clone()
+    if opts.init == "target":
+        H, Ht = arch.hidden_size, arch.target_hidden_size
+        tl = {k: v.detach().float().cpu() for k, v in target.stack.layers[opts.init_layer].state_dict().items()}
+        for name in ("q_proj", "k_proj", "v_proj"):
+            src, dst = tl.get(f"self_attn.{name}.weight"), sd[f"layers.0.self_attn.{name}.weight"]
+            if src is not None and src.shape == (dst.shape[0], H):
+                dst[:, H:] = src
+        for name in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
+                     "post_attention_layernorm", "input_layernorm:hidden_norm"):
+            src_name, _, dst_name = name.partition(":")
+            src, key = tl.get(src_name + ".weight"), f"layers.0.{dst_name or src_name}.weight"
+            if src is not None and src.shape == sd[key].shape:
+                sd[key] = src.clone()
+        if Ht == H:
+            fc = torch.zeros_like(sd["fc.weight"])
+            j = max(range(len(opts.boundaries)), key=lambda i: opts.boundaries[i])
+            fc[:, j * Ht:(j + 1) * Ht] = torch.eye(H)
+            sd["fc.weight"] = fc
     sd.update(vocab_map(used, arch.vocab_size))
-    embed = tm.get_input_embeddings().weight.detach().float().cpu()
+    embed = tm.get_input_embeddings().weight.detach().float()
     return build_draft(arch, DraftFlags(), sd, embed, None, "canary")
 
 
@@ -227,7 +417,7 @@ def _ttt_loss(model: Eagle3Draft, ids, aux, probs, lens, steps: int):
     T = L - 1
     teacher = torch.cat([ids[:, 1:], ids.new_zeros(B, steps - 1)], dim=1)  # [batch, T + steps - 1]
     ro = rollout(model, ids[:, 1:], aux[:, :T], steps, teacher=teacher)
-    t = torch.arange(T)
+    t = torch.arange(T, device=ids.device)
     loss, hits, count = 0.0, 0, 0
     for k, logits in enumerate(ro.logits):
         valid = (t[None] + 1 + k) <= (lens[:, None] - 2)  # [batch, T]: the predicted token exists

@@ -23,6 +23,8 @@ def train_canary(
     lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up then cosine).")] = 2e-3,
     seed: Annotated[int, typer.Option("--seed", help="Seed for initialisation and batch order.")] = 0,
     threads: Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads.")] = None,
+    device: Annotated[str, typer.Option("--device", help="Where the target generates and the draft trains: cpu or cuda[:i].")] = "cpu",
+    dtype: Annotated[str, typer.Option("--dtype", help="Training precision: float32, or bfloat16 (bf16 autocast on CUDA, float32 master weights).")] = "float32",
     json_out: JsonOut = None,
 ) -> None:
     """Train a one-layer EAGLE-3 canary draft on text the target generates itself.
@@ -42,18 +44,21 @@ def train_canary(
         from ..accept.canary import CanaryOptions, train_canary as train
         from ..prompts import encode, load_prompts
         from ..states import parse_states
-        from ..target import default_target, load_target
         from ..errors import AuditError
+        from ..target import default_target, load_target
 
         if threads:
             torch.set_num_threads(threads)
-        tgt = load_target(target or default_target(), progress=lambda m: err.print(f"[dim]{m}[/]"))
+        if dtype not in ("float32", "bfloat16"):
+            raise AuditError(f"--dtype: {dtype!r} is not float32 or bfloat16")
+        tgt = load_target(target or default_target(), device=device, progress=lambda m: err.print(f"[dim]{m}[/]"))
         states = parse_states(boundaries, tgt.info.num_layers, "--boundaries")
         if any(s.normed for s in states):
             raise AuditError("--boundaries: a canary trains on residual boundaries only (no post-norm state)")
         ids = encode(load_prompts(prompts, max_prompts), tgt.tokenizer)
         opts = CanaryOptions(boundaries=tuple(s.boundary for s in states), ttt_steps=ttt_steps, epochs=epochs, lr=lr,
-                             draft_vocab=draft_vocab, max_new_tokens=max_new_tokens, seed=seed)
+                             draft_vocab=draft_vocab, max_new_tokens=max_new_tokens, seed=seed, device=device,
+                             dtype=dtype)
         result = train(tgt, ids, opts, out_dir, log=lambda m: err.print(f"[dim]{m}[/]"))
         if json_out != "-":
             out.print(f"wrote canary {result.out_dir}: boundaries {list(result.boundaries)}, {result.sequences} "

@@ -11,7 +11,7 @@ from eagle_audit.draft_write import draft_config, random_weights, write_draft
 TINY_BOUNDARIES = (1, 3, 5)
 SMOL_BOUNDARIES = (2, 15, 27)  # SGLang's default for N = 30
 SMOL_MISWIRED = (0, 3, 16)  # the demo draft's wiring
-SMOL_CANARY_VERSION = 3
+SMOL_CANARY_VERSION = 4
 
 N_LAYERS, HIDDEN, VOCAB = 6, 64, 49152  # SmolLM2's vocabulary, so its tokenizer can be reused
 
