@@ -19,6 +19,9 @@ from .result import Heatmap, LayersResult
 from .states import State, all_states, parse_states
 from .target import TargetInfo, load_target, target_info
 
+#: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
+CANARY_KEY = "eagle_audit_canary"
+
 #: The trainer assumed from a draft's layout when neither --trainer nor --trained-boundaries is given.
 TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle": "eagle"}
 
@@ -46,14 +49,22 @@ class LayersOptions:
 def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], trainer: str | None = None,
                     trained_boundaries: str | None = None, trained_ids: tuple[int, ...] | None = None
                     ) -> tuple[Wiring, Convention | None]:
-    """What the draft was trained on: boundaries given directly, else the trainer's convention (given, or
-    assumed from the draft layout, which ``notes`` records) applied to the draft config."""
+    """What the draft was trained on: boundaries given directly; else a canary's recorded boundaries; else
+    the trainer's convention (given, or assumed from the draft layout, which ``notes`` records) applied
+    to the draft config."""
     if trained_boundaries:
         states = parse_states(trained_boundaries, info.num_layers)
         conv = get_convention(trainer, "trainer") if trainer else None
         notes.append(f"trained states given directly: {[s.label() for s in states]}")
         return Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
                       tuple(s.boundary for s in states), states), conv
+    recorded = (draft.config.get(CANARY_KEY) or {}).get("trained_boundaries")
+    if trainer is None and trained_ids is None and recorded:
+        states = tuple(State(int(b)) for b in recorded)
+        notes.append(f"trained states read from the canary record {CANARY_KEY}.trained_boundaries: "
+                     f"{[s.label() for s in states]}")
+        return Wiring("canary", "trainer", "-", "recorded", None, "boundaries", f"{CANARY_KEY}.trained_boundaries",
+                      tuple(recorded), states), None
     if trainer is None:
         trainer = TRAINER_BY_LAYOUT[draft.layout]
         notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout")

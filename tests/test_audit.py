@@ -233,3 +233,17 @@ def test_no_scan_captures_only_the_needed_states(tiny_targets, make_draft, audit
     # nearest is searched among the captured states only (trained and served), and the trained one wins
     assert [s.nearest for s in r.slots] == [State(0), State(3), State(31)]
     assert all(s.cosine < 0.9999 for s in r.slots)
+
+
+def test_a_canary_record_is_the_trained_wiring(tiny_targets, make_draft, audit):
+    """train-canary records the true wiring; layers reads it before guessing a trainer from the layout."""
+    t = tiny_targets["llama"]  # N = 8
+    record = {"eagle_audit_canary": {"trained_boundaries": [0, 3, 5]}}
+    ok = audit(t, make_draft(nested_ids=[-1, 2, 4], extra=record), static=True)
+    assert ok.verdict == "match" and ok.trained.ids_source == "boundaries"
+    assert labels(ok.trained.states) == ["B0", "B3", "B5"]
+    assert any("canary record" in n for n in ok.provenance["notes"])
+    # the same canary with its ids left at the default: SGLang feeds [2, 4, 5], the record says [0, 3, 5]
+    bad = audit(t, make_draft(extra=record), static=True)
+    assert bad.verdict == "mismatch" and codes(bad, "error")[:1] == ["EMBEDDING_COMPOSITION"]
+    assert bad.fix.patch == {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [-1, 2, 4]}}

@@ -33,13 +33,13 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from ..audit import CANARY_KEY
 from ..draft_write import draft_config, random_weights, vocab_map, write_draft
 from ..states import State
 from .rollout import rollout
 from .runtime import DraftArch, DraftFlags, Eagle3Draft, build_draft
 from .targetrun import eos_ids
 
-CANARY_KEY = "eagle_audit_canary"
 
 
 @dataclass(frozen=True)
