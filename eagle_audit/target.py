@@ -104,7 +104,7 @@ def materialise(target: str, progress=None) -> Path:
     if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
         return out
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if progress:
         progress(f"converting {gguf_name} to safetensors (once) in {out}")

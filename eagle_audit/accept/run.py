@@ -9,7 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-import torch
 
 from ..audit import resolve_trained
 from ..conventions import Wiring

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 
-from ..errors import EXIT_BAD_INPUT, AuditError
+from ..errors import AuditError
 
 out = Console()  # data: tables
 err = Console(stderr=True)  # progress, logs, error lines

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import EXIT_OK
-from .common import JsonOut, MaxPrompts, Prompts, Target, err, error_edge, out, write_json
+from .common import JsonOut, Prompts, Target, err, error_edge, out, write_json
 
 
 def train_canary(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 
 from eagle_audit.accept.live import run_live
 from eagle_audit.accept.runtime import flags_from_config, load_draft_model
