@@ -16,8 +16,9 @@ def render_accept(result: AcceptResult, console: Console) -> None:
     t, s = result.target, result.settings
     console.print(f"[bold]target[/] {t['name']}  ({t['architecture']}, N={t['num_layers']})")
     console.print(f"[bold]draft[/]  {result.draft['path']}  ({result.draft['layout']} layout)")
-    console.print(f"[bold]mode[/]   chain, num_steps {s.num_steps}, topk {s.topk}, num_draft_tokens "
-                  f"{s.num_draft_tokens} (topk 1 forces num_steps + 1), max_new_tokens {s.max_new_tokens}", highlight=False)
+    why = " (topk 1 forces num_steps + 1)" if s.mode == "chain" else ""
+    console.print(f"[bold]mode[/]   {s.mode}, num_steps {s.num_steps}, topk {s.topk}, num_draft_tokens "
+                  f"{s.num_draft_tokens}{why}, max_new_tokens {s.max_new_tokens}", highlight=False)
     table = Table(title="accept length (tokens per verify = accepted drafts + 1; greedy, simulated)")
     for col in ("wiring", "states", "accept length", "per-position acceptance", "histogram (0..k accepted)"):
         table.add_column(col, justify="right" if col == "accept length" else "left")

@@ -21,6 +21,7 @@ from .live import LiveResult, run_live
 from .runtime import DraftFlags, flags_for_convention, load_draft_model
 from .server import ServerReading, detect, read_server
 from .simulate import AcceptStats, capture_cases, make_cases, simulate
+from .tree import max_tree_nodes
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 
@@ -41,15 +42,24 @@ class Settings:
 
 def make_settings(num_steps: int, topk: int, num_draft_tokens: int | None, max_new_tokens: int) -> Settings:
     """SGLang's rules (arg_groups/speculative_hook.py @v0.5.23): topk == 1 forces num_draft_tokens to
-    num_steps + 1. Tree drafts (topk > 1) are not simulated."""
+    num_steps + 1 (chain); topk > 1 (tree) needs num_draft_tokens - 1 <= topk + (num_steps - 1) * topk**2
+    (eagle_utils.py ``organize_draft_results`` runs ``torch.topk`` over that many candidates)."""
     if num_steps < 1:
         raise AuditError(f"--num-steps: must be >= 1, got {num_steps}")
     if topk < 1:
         raise AuditError(f"--topk: must be >= 1, got {topk}")
-    if topk > 1:
-        raise AuditError(f"--topk {topk}: tree drafts (topk > 1) are not implemented; only chain mode (--topk 1) is")
     if max_new_tokens < 2:
         raise AuditError(f"--max-new-tokens: must be >= 2, got {max_new_tokens}")
+    if topk > 1:
+        if num_draft_tokens is None:
+            raise AuditError(f"--topk {topk}: tree drafts need --num-draft-tokens (SGLang --speculative-num-draft-tokens)")
+        cap = max_tree_nodes(num_steps, topk)
+        if num_draft_tokens < 2 or num_draft_tokens - 1 > cap:
+            raise AuditError(f"--num-draft-tokens {num_draft_tokens}: with --topk {topk} --num-steps {num_steps} SGLang "
+                             f"needs 2 <= num_draft_tokens and num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2 = {cap}")
+        note = (f"tree: {num_steps} levels of topk {topk}, pruned to the {num_draft_tokens - 1} best of {cap} "
+                f"candidates by cumulative draft probability (SGLang select_top_k_tokens / organize_draft_results)")
+        return Settings(num_steps, topk, num_draft_tokens, max_new_tokens, "tree", (note,))
     notes = []
     if num_draft_tokens is not None and num_draft_tokens != num_steps + 1:
         notes.append(f"--num-draft-tokens {num_draft_tokens} ignored: with topk == 1 SGLang forces num_draft_tokens "
@@ -149,6 +159,8 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> AcceptResult:
     say = status or (lambda m: None)
     settings = make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
+    if opts.live and settings.topk > 1:
+        raise AuditError(f"--live runs chain mode only (--topk 1); --topk {settings.topk} is simulated without it")
     notes: list[str] = []
     spec = read_draft(opts.draft)
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
@@ -185,11 +197,13 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     caps = capture_cases(target, cases, tuple(union))
     stats: dict[str, AcceptStats | None] = {}
     for name, st in wirings.items():
-        stats[name] = None if name in failures else simulate(models[name], cases, caps, st, settings.num_steps)
+        stats[name] = None if name in failures else simulate(models[name], cases, caps, st, settings.num_steps,
+                                                              settings.topk, settings.num_draft_tokens)
     attribution = []
     for i, t, s in fixes:
         fixed = tuple(t if j == i else x for j, x in enumerate(served.states))
-        a = simulate(models["served"], cases, caps, fixed, settings.num_steps)
+        a = simulate(models["served"], cases, caps, fixed, settings.num_steps, settings.topk,
+                     settings.num_draft_tokens)
         attribution.append(Attribution(i, t, s, a.accept_length))
     live = None
     if opts.live:

@@ -1,4 +1,4 @@
-"""Acceptance by simulation (greedy verification, chain drafts: exact).
+"""Acceptance by simulation (greedy verification, chain and tree drafts: exact).
 
 1. The target greedily generates a continuation of each prompt (KV cache; :func:`make_cases`).
 2. One teacher-forced target pass over prompt + continuation captures the union of the states every
@@ -9,6 +9,9 @@
    previous token, as SGLang's ``draft_forward`` does.
 4. The continuation is walked with verify steps from each accepted point (:func:`walk`): a verify at
    root a accepts the longest prefix of drafts equal to the target's tokens, plus the bonus token.
+   Tree drafts (``topk > 1``) replace steps 3-4 by :func:`~eagle_audit.accept.tree.draft_trees` and
+   :func:`~eagle_audit.accept.tree.tree_accepts` (SGLang's beam expansion and pruning; the longest
+   accepted root-to-node path).
 
 Accept length is SGLang's server-level figure: tokens gained per verify = accepted drafts + 1,
 excluding the prefill token; the per-request ``spec_accept_length`` (completion tokens / verifies,
@@ -27,6 +30,7 @@ import torch
 from ..states import State
 from .rollout import rollout
 from .runtime import Eagle3Draft
+from .tree import draft_trees, tree_accepts, walk_accepts
 from .targetrun import aux_of, eos_ids, greedy_generate, teacher_states
 
 
@@ -107,6 +111,17 @@ def draft_chains(draft: Eagle3Draft, ids: Sequence[int], caps: dict[State, torch
     return [t[0].tolist() for t in ro.tokens]
 
 
+@torch.inference_mode()
+def tree_gains(draft: Eagle3Draft, ids: Sequence[int], prompt_len: int, caps: dict[State, torch.Tensor],
+               states: tuple[State, ...], steps: int, topk: int, num_draft_tokens: int) -> list[int]:
+    """Tokens gained at each verify along ``ids`` with tree drafts (any topk, 1 included)."""
+    dev = draft.fc.weight.device
+    x = torch.tensor([list(ids)], device=dev)  # [1, L]
+    aux = aux_of(caps, states)[None, :-1].to(dev)  # [1, L-1, n*H_t]
+    trees = draft_trees(draft, x[:, 1:], aux, steps, topk, num_draft_tokens)
+    return walk_accepts(len(ids), prompt_len, tree_accepts(trees, list(ids), steps))
+
+
 def stats_from_gains(gains: Sequence[Sequence[int]], steps: int, cases: Sequence[Case]) -> AcceptStats:
     flat = [g for gs in gains for g in gs]
     hist = [0] * (steps + 1)
@@ -120,10 +135,15 @@ def stats_from_gains(gains: Sequence[Sequence[int]], steps: int, cases: Sequence
 
 
 def simulate(draft: Eagle3Draft, cases: Sequence[Case], caps: Sequence[dict[State, torch.Tensor]],
-             states: tuple[State, ...], steps: int) -> AcceptStats:
-    """Acceptance of ``draft`` fed ``states`` (in this order) on every case, chain of ``steps`` drafts."""
+             states: tuple[State, ...], steps: int, topk: int = 1, num_draft_tokens: int | None = None) -> AcceptStats:
+    """Acceptance of ``draft`` fed ``states`` (in this order) on every case: a chain of ``steps`` drafts
+    (``topk == 1``), or a tree of ``num_draft_tokens - 1`` drafts over ``steps`` levels (``topk > 1``)."""
     gains = []
     for case, cap in zip(cases, caps):
+        if topk > 1:
+            gains.append(tree_gains(draft, case.ids, len(case.prompt), cap, states, steps, topk,
+                                    num_draft_tokens if num_draft_tokens is not None else steps + 1))
+            continue
         chains = draft_chains(draft, case.ids, cap, states, steps)
         gains.append(walk(case.ids, len(case.prompt), chains))
     return stats_from_gains(gains, steps, cases)

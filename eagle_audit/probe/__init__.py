@@ -26,9 +26,12 @@ from .results import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTE
                       ProbedRule, ProbeResult, Reach, Site)
 from .sglang import probe_sglang
 from .source import BadSource
+from .vllm import probe_vllm, probe_vllm_v1
 
 #: Engines whose source can be probed: name -> prober(source) -> ProbeResult.
-PROBERS: dict[str, Callable[..., ProbeResult]] = {"sglang": probe_sglang}
+PROBERS: dict[str, Callable[..., ProbeResult]] = {"sglang": probe_sglang, "vllm": probe_vllm, "vllm-v1": probe_vllm_v1}
+#: Engines whose Python package is named differently from the engine.
+PACKAGES = {"vllm-v1": "vllm"}
 
 
 def probe_engine(engine: str, source: str | os.PathLike | None = None) -> ProbeResult:
@@ -62,7 +65,7 @@ def installed_convention(engine: str) -> Convention | None:
     if engine not in PROBERS:
         return None
     try:
-        spec = importlib.util.find_spec(engine)
+        spec = importlib.util.find_spec(PACKAGES.get(engine, engine))
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
@@ -71,7 +74,7 @@ def installed_convention(engine: str) -> Convention | None:
 
 
 __all__ = [
-    "PROBERS", "probe_engine", "probe_sglang", "installed_convention", "to_convention", "to_convention_data",
+    "PROBERS", "probe_engine", "probe_sglang", "probe_vllm", "installed_convention", "to_convention", "to_convention_data",
     "builtin_base", "BadSource", "ProbeResult", "ArchResult", "ProbedRule", "ProbedCase", "Reach", "Site",
     "SUPPORTED", "UNSUPPORTED", "DELEGATING_UNRESOLVED", "UNRECOGNISED",
 ]

@@ -81,9 +81,23 @@ def test_unreachable_server(tiny_target_dir, tmp_path):
     assert "unreachable" in text
 
 
-def test_tree_mode_refused(tiny_target_dir, tmp_path):
+def test_tree_mode_bad_settings(tiny_target_dir, tmp_path):
     path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
-    assert "tree" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 4))
+    text = _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 2, "--num-steps", 2,
+                                "--num-draft-tokens", 8))
+    assert len(text.splitlines()) == 1 and "topk + (num_steps - 1) * topk^2 = 6" in text
+    assert "--num-draft-tokens" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 4))
+    assert "--live" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 4,
+                                            "--num-draft-tokens", 8, "--live"))
+
+
+def test_tree_mode_runs(tiny_target_dir, tiny_canary):
+    res = _run("accept-rate", "-t", tiny_target_dir, "-d", tiny_canary, "--trained-boundaries", "1,3,5",
+               "--max-prompts", 2, "--max-new-tokens", 12, "--topk", 4, "--num-draft-tokens", 8, "--json", "-")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["settings"]["mode"] == "tree" and data["settings"]["num_draft_tokens"] == 8
+    assert data["accept_length"]["trained"] >= 1.0
 
 
 def test_train_canary_bad_boundaries(tiny_target_dir, tmp_path):
