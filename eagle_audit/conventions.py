@@ -36,7 +36,6 @@ pipelines (id k = input of layer k) by 0.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -45,6 +44,7 @@ from typing import Any, Mapping
 
 from . import expr
 from .errors import BadConvention, UnknownArchitecture, UnknownConvention
+from .jsonfile import read_json_object
 from .states import State
 
 SCHEMA = "eagle-audit/convention/1"
@@ -307,13 +307,7 @@ def load_convention_file(path: str | os.PathLike) -> Convention:
     p = Path(path)
     if not p.is_file():
         raise UnknownConvention(f"{p}: no such convention file")
-    try:
-        data = json.loads(p.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadConvention(f"{p}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise BadConvention(f"{p}: expected a JSON object")
-    return parse_convention(data, str(p))
+    return parse_convention(read_json_object(p, BadConvention, "a convention file"), str(p))
 
 
 def probes_dir() -> Path:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .errors import BadCheckpoint, InputNotFound
+from .jsonfile import read_json_object
 
 _ST_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
                    "F8_E4M3": 1, "F8_E5M2": 1}
@@ -206,12 +207,7 @@ def read_draft(path: str) -> DraftSpec:
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
         raise BadCheckpoint(f"{cfg_path}: missing (not a draft checkpoint)")
-    try:
-        config = json.loads(cfg_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise BadCheckpoint(f"{cfg_path}: not valid JSON ({e})") from None
-    if not isinstance(config, dict):
-        raise BadCheckpoint(f"{cfg_path}: expected a JSON object")
+    config = read_json_object(cfg_path, BadCheckpoint, "a draft config")
     shapes = _shapes(_weight_files(directory))
     if "fc.weight" not in shapes:
         raise BadCheckpoint(f"{directory}: no fc.weight: not an EAGLE-3 draft (weights: {', '.join(sorted(shapes)[:6])}...)")

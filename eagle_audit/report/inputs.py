@@ -18,11 +18,11 @@ A report renders one of three documents, all plain JSON dicts:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import AuditError, InputNotFound
+from ..jsonfile import read_json_object
 from ..result import LAYERS_SCHEMA
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
@@ -51,12 +51,7 @@ def load_result(path: str | Path) -> dict:
                             hint="write one with: eagle-audit layers --json FILE")
     if not p.is_file():
         raise BadResult(f"{path}: not a file")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except UnicodeDecodeError:
-        raise BadResult(f"{path}: not a text file (expected a JSON result)") from None
-    except json.JSONDecodeError as e:
-        raise BadResult(f"{path}: not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    data = read_json_object(p, BadResult, "a JSON result")
     normalize(data, where=str(path))
     return data
 
