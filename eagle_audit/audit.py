@@ -27,7 +27,9 @@ TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle
 
 
 @dataclass(frozen=True)
-class LayersOptions:
+class AuditInputs:
+    """What every audit of a (target, draft) pair under a trainer and an engine starts from."""
+
     target: str
     draft: str
     engine: str = "sglang"
@@ -39,11 +41,15 @@ class LayersOptions:
     max_tokens: int = 256
     device: str = "cpu"
     dtype: str = "auto"
+    use_installed_engine: bool = True
+    command: str | None = None  # the CLI line that reproduces this run (None: library call)
+
+
+@dataclass(frozen=True)
+class LayersOptions(AuditInputs):
     device_map: str | None = None
     static: bool = False
     scan: bool = True
-    use_installed_engine: bool = True
-    command: str | None = None  # the CLI line that reproduces this run (None: library call)
 
 
 def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], trainer: str | None = None,

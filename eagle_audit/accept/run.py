@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 
-from ..audit import resolve_trained
+from ..audit import AuditInputs, resolve_trained
 from ..conventions import Wiring
 from ..diagnose import check_target_fit
 from ..draft import read_draft
@@ -70,16 +70,7 @@ def make_settings(num_steps: int, topk: int, num_draft_tokens: int | None, max_n
 
 
 @dataclass(frozen=True)
-class AcceptOptions:
-    target: str
-    draft: str
-    engine: str = "sglang"
-    trainer: str | None = None
-    trained_boundaries: str | None = None
-    trained_ids: tuple[int, ...] | None = None
-    prompts: str | None = None
-    max_prompts: int = 8
-    max_tokens: int = 256
+class AcceptOptions(AuditInputs):
     num_steps: int = 3
     topk: int = 1
     num_draft_tokens: int | None = None
@@ -88,10 +79,6 @@ class AcceptOptions:
     live: bool = False
     server: str | None = None
     server_kind: str = "auto"
-    device: str = "cpu"
-    dtype: str = "auto"
-    use_installed_engine: bool = True
-    command: str | None = None  # the CLI line that reproduces this run (None: library call)
     prompt_ids: tuple[tuple[int, ...], ...] | None = None  # token ids given directly (library use, tokenizer-less targets)
 
 
