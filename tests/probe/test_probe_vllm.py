@@ -2,16 +2,11 @@
 synthetic source tree for an ids reader the probe does not recognise.
 
 The cache root is ``$EAGLE_AUDIT_TEST_CACHE`` (default ``~/.cache/eagle-audit-test``); the wheel lives in its
-``vllm/`` folder. A wheel already in ``/work/cache/vllm`` is copied there instead of downloading 336 MB again.
-Without network access the wheel tests skip.
+``vllm/`` folder (see conftest.py). Without network access the wheel tests skip.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,39 +15,7 @@ from eagle_audit.conventions import builtin_conventions
 from eagle_audit.probe import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, PROBERS, ProbeResult, builtin_base,
                                probe_engine, to_convention)
 
-VLLM_VERSION = "0.33.0"
-PATTERN = f"vllm-{VLLM_VERSION}-*.whl"
-LOCAL_COPY = Path("/work/cache/vllm")
-
-
-def cache_dir() -> Path:
-    root = os.environ.get("EAGLE_AUDIT_TEST_CACHE") or Path.home() / ".cache" / "eagle-audit-test"
-    return Path(root).expanduser() / "vllm"
-
-
-@pytest.fixture(scope="session")
-def vllm_wheel() -> Path:
-    folder = cache_dir()
-    found = sorted(folder.glob(PATTERN))
-    if not found:
-        folder.mkdir(parents=True, exist_ok=True)
-        local = sorted(LOCAL_COPY.glob(PATTERN)) if LOCAL_COPY.is_dir() else []
-        if local:
-            shutil.copy2(local[0], folder / local[0].name)
-        else:
-            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"vllm=={VLLM_VERSION}", "-d", str(folder),
-                   "--progress-bar", "off"]
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                pytest.skip(f"cannot download vllm=={VLLM_VERSION}: {e}")
-            if proc.returncode != 0:
-                last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                pytest.skip(f"cannot download vllm=={VLLM_VERSION}: {last[0]}")
-        found = sorted(folder.glob(PATTERN))
-        if not found:
-            pytest.skip(f"cannot download vllm=={VLLM_VERSION}: no {PATTERN} in {folder}")
-    return found[0]
+VLLM_VERSION = "0.33.0"  # the fixture vllm_wheel (conftest.py) fetches this release
 
 
 @pytest.fixture(scope="session")
