@@ -288,3 +288,19 @@ def tree_digest(path: Path) -> dict[str, str]:
 @pytest.fixture(scope="session")
 def digest() -> Callable[[Path], dict[str, str]]:
     return tree_digest
+
+
+@pytest.fixture(scope="session")
+def sglang_wheel() -> Path:
+    """The real SGLang 0.5.23 wheel (tests/wheels.py; fetched once, skips without network)."""
+    import wheels
+
+    return wheels.sglang_wheel()
+
+
+@pytest.fixture(scope="session")
+def vllm_wheel() -> Path:
+    """The real vLLM 0.33.0 wheel (336 MB; tests/wheels.py, fetched once, skips without network)."""
+    import wheels
+
+    return wheels.vllm_wheel()

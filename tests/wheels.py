@@ -1,0 +1,139 @@
+"""The one place tests get the engines' real code: SGLang 0.5.23 and vLLM 0.33.0 wheels, fetched once with
+``pip download --no-deps`` into a cache outside the repo, and read (never installed, never committed).
+
+* :func:`fetch_wheel` downloads ``package==version`` into ``$EAGLE_AUDIT_TEST_CACHE/<package>/`` (default
+  ``~/.cache/eagle-audit-test``) and reuses it; the calling test skips with pip's last line when the wheel
+  cannot be had (no network).
+* :class:`WheelSource` reads a file of a wheel and compiles single functions out of it with ``ast``, so a
+  test can execute the engine's own code against stubs for what that function calls, without importing the
+  engine package (its import needs CUDA kernels, distributed state and hundreds of modules).
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import os
+import subprocess
+import sys
+import zipfile
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+SGLANG_VERSION = "0.5.23"
+VLLM_VERSION = "0.33.0"
+# the exact SGLang file the reference (shared/reference/sglang.md) was read from, whatever the host
+SGLANG_PIP_PLATFORM = ("--platform", "manylinux_2_34_x86_64", "--python-version", "3.11", "--only-binary=:all:")
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("EAGLE_AUDIT_TEST_CACHE") or Path.home() / ".cache" / "eagle-audit-test").expanduser()
+
+
+def fetch_wheel(package: str, version: str, *pip_args: str) -> Path:
+    """``package==version`` as a wheel in ``$EAGLE_AUDIT_TEST_CACHE/<package>/``, downloaded once with
+    ``pip download --no-deps``; the test skips with pip's last line when it cannot be had."""
+    folder = cache_root() / package
+    pattern = f"{package}-{version}-*.whl"
+    found = sorted(folder.glob(pattern))
+    if not found:
+        folder.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"{package}=={version}", "-d", str(folder),
+               "--progress-bar", "off", *pip_args]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            pytest.skip(f"cannot download {package}=={version}: {e}")
+        found = sorted(folder.glob(pattern))
+        if proc.returncode != 0 or not found:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            pytest.skip(f"cannot download {package}=={version}: {last[0]}")
+    return found[0]
+
+
+def sglang_wheel() -> Path:
+    return fetch_wheel("sglang", SGLANG_VERSION, *SGLANG_PIP_PLATFORM)
+
+
+def vllm_wheel() -> Path:
+    """The real vLLM 0.33.0 wheel (336 MB; fetched once)."""
+    return fetch_wheel("vllm", VLLM_VERSION)
+
+
+class WheelSource:
+    """Read-only access to the Python files of one wheel, and functions compiled out of them.
+
+    ``function(path, "Class.method", namespace)`` compiles that one ``def`` (decorators dropped) from the
+    file's own text, with the file's line numbers, in a fresh module namespace made of ``namespace``: the
+    test supplies exactly the names the function uses (stubs, or real helpers from the same wheel), and a
+    missing one fails loudly with NameError when the function runs."""
+
+    def __init__(self, wheel: Path):
+        self.wheel = Path(wheel)
+        self._zip = zipfile.ZipFile(self.wheel)
+        self._names = set(self._zip.namelist())
+
+    def text(self, path: str) -> str:
+        if path not in self._names:
+            raise FileNotFoundError(f"{self.wheel.name} has no {path}")
+        return _read(self.wheel, path)
+
+    def tree(self, path: str) -> ast.Module:
+        return _parse(self.wheel, path)
+
+    def definition(self, path: str, qualname: str) -> ast.FunctionDef:
+        node: Any = self.tree(path)
+        for part in qualname.split("."):
+            found = [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef))
+                     and n.name == part]
+            if not found:
+                raise LookupError(f"{path}: no {qualname}")
+            node = found[-1]  # a later definition wins, as it does at import
+        if not isinstance(node, ast.FunctionDef):
+            raise LookupError(f"{path}: {qualname} is not a function")
+        return node
+
+    def function(self, path: str, qualname: str, namespace: dict[str, Any] | None = None) -> Callable:
+        fn = self.definition(path, qualname)
+        fn = copy.deepcopy(fn)
+        fn.decorator_list, fn.returns, fn.col_offset = [], None, 0
+        _strip_annotations(fn.args)
+        module = ast.Module(body=[fn], type_ignores=[])
+        ast.fix_missing_locations(module)
+        ns: dict[str, Any] = {"__name__": f"wheel:{path}", "__builtins__": __builtins__}
+        ns.update(namespace or {})
+        exec(compile(module, f"{self.wheel.name}/{path}", "exec"), ns)
+        return ns[fn.name]
+
+    def module(self, path: str, namespace: dict[str, Any] | None = None, skip_imports: bool = True) -> dict[str, Any]:
+        """Execute a whole (small, self-contained) file of the wheel in a fresh namespace; its import
+        statements are dropped when ``skip_imports`` (the namespace supplies those names)."""
+        tree = self.tree(path)
+        body = [n for n in tree.body if not (skip_imports and isinstance(n, (ast.Import, ast.ImportFrom))
+                                              and not (isinstance(n, ast.ImportFrom) and n.module == "__future__"))]
+        module = ast.Module(body=body, type_ignores=[])
+        ns: dict[str, Any] = {"__name__": f"wheel:{path}", "__builtins__": __builtins__}
+        ns.update(namespace or {})
+        exec(compile(module, f"{self.wheel.name}/{path}", "exec"), ns)
+        return ns
+
+
+def _strip_annotations(args: ast.arguments) -> None:
+    """Annotations name engine types the namespace need not supply; they change nothing at run time."""
+    for a in args.posonlyargs + args.args + args.kwonlyargs + [args.vararg, args.kwarg]:
+        if a is not None:
+            a.annotation = None
+
+
+@lru_cache(maxsize=256)
+def _read(wheel: Path, path: str) -> str:
+    with zipfile.ZipFile(wheel) as z:
+        return z.read(path).decode("utf-8")
+
+
+@lru_cache(maxsize=256)
+def _parse(wheel: Path, path: str) -> ast.Module:
+    return ast.parse(_read(wheel, path), filename=path)
