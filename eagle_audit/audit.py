@@ -10,20 +10,14 @@ from typing import Callable
 
 import torch
 
-from .conventions import Convention, Wiring, get_convention
 from .diagnose import SlotStats, check_target_fit, diagnose
-from .draft import DraftSpec, read_draft
+from .draft import read_draft
 from .fix import plan_fix
 from .provenance import engine_convention, provenance
+from .resolution import CANARY_KEY, TRAINER_BY_LAYOUT, resolve_audit, resolve_trained  # noqa: F401 (re-exported)
 from .result import Heatmap, LayersResult
-from .states import State, all_states, parse_states
-from .target import TargetInfo, load_target, target_info
-
-#: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
-CANARY_KEY = "eagle_audit_canary"
-
-#: The trainer assumed from a draft's layout when neither --trainer nor --trained-boundaries is given.
-TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle": "eagle"}
+from .states import State, all_states
+from .target import load_target, target_info
 
 
 @dataclass(frozen=True)
@@ -50,32 +44,6 @@ class LayersOptions(AuditInputs):
     device_map: str | None = None
     static: bool = False
     scan: bool = True
-
-
-def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], trainer: str | None = None,
-                    trained_boundaries: str | None = None, trained_ids: tuple[int, ...] | None = None
-                    ) -> tuple[Wiring, Convention | None]:
-    """What the draft was trained on: boundaries given directly; else a canary's recorded boundaries; else
-    the trainer's convention (given, or assumed from the draft layout, which ``notes`` records) applied
-    to the draft config."""
-    if trained_boundaries:
-        states = parse_states(trained_boundaries, info.num_layers)
-        conv = get_convention(trainer, "trainer") if trainer else None
-        notes.append(f"trained states given directly: {[s.label() for s in states]}")
-        return Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
-                      tuple(s.boundary for s in states), states), conv
-    recorded = (draft.config.get(CANARY_KEY) or {}).get("trained_boundaries")
-    if trainer is None and trained_ids is None and recorded:
-        states = tuple(State(int(b)) for b in recorded)
-        notes.append(f"trained states read from the canary record {CANARY_KEY}.trained_boundaries: "
-                     f"{[s.label() for s in states]}")
-        return Wiring("canary", "trainer", "-", "recorded", None, "boundaries", f"{CANARY_KEY}.trained_boundaries",
-                      tuple(recorded), states), None
-    if trainer is None:
-        trainer = TRAINER_BY_LAYOUT[draft.layout]
-        notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout")
-    conv = get_convention(trainer, "trainer")
-    return conv.resolve(draft.config, info.architecture, info.num_layers, trained_ids), conv
 
 
 @torch.inference_mode()
@@ -127,8 +95,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
         target = load_target(opts.target, opts.device, opts.dtype, opts.device_map, progress=status)
         info = target.info
     check_target_fit(draft, info)
-    trained, trainer = resolve_trained(draft, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
-    served = engine.resolve(draft.config, info.architecture, info.num_layers)
+    res, trainer = resolve_audit(draft, info, engine, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
     stats, heat, tokens, n_prompts = None, None, 0, 0
     if target is not None:
         from .prompts import encode, load_prompts
@@ -138,12 +105,12 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
         n_prompts = len(ids)
         if status:
             status(f"capturing {info.num_layers + 2 if opts.scan else 'needed'} states over {n_prompts} prompts")
-        stats, heat, tokens = measure(target, ids, trained.states, served.states,
-                                      engine.rule_for(info.architecture).reachable(info.num_layers), opts.scan, progress)
-    slots, findings = diagnose(draft, info, trained, served, engine, trainer, stats)
+        stats, heat, tokens = measure(target, ids, res.trained.states, res.served.states, res.served.reach, opts.scan,
+                                      progress)
+    slots, findings = diagnose(draft, info, res, stats)
     errors = [f for f in findings if f.severity == "error"]
-    fix = plan_fix(engine, info.architecture, info.num_layers, trained.states, draft, info.hidden_size, trainer) if errors else None
+    fix = plan_fix(res, draft, info.hidden_size) if errors else None
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=n_prompts, tokens=tokens, notes=notes, static=opts.static)
-    return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), trained, served, slots,
-                        findings, fix, heat, prov)
+    return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), res.trained.wiring,
+                        res.served.wiring, slots, findings, fix, heat, prov)

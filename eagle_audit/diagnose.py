@@ -1,19 +1,27 @@
 """Compare what a draft was trained on with what an engine feeds it: slots and findings.
 
-Receives only frozen descriptions (draft spec, target info, two wirings, conventions) and optional
-cosine statistics; it never touches tensors or models.
+Receives only frozen descriptions (draft spec, target info, the :class:`~eagle_audit.resolution.Resolution`)
+and optional cosine statistics; it never touches tensors or models, and never asks a convention.
+
+Each finding code is produced by one small check: a function ``(ctx: Context) -> Iterable[Finding]``
+registered with :func:`check`. :func:`diagnose` runs them in registration order. To add a finding,
+add a code to :data:`eagle_audit.result.CODES` and a registered check; nothing else changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Iterable
 
-from .conventions import DRAFT_FLAGS, Convention, Wiring, place_key
+from .conventions import DRAFT_FLAGS, place_key
 from .draft import DraftSpec
 from .errors import BadCheckpoint
+from .resolution import Resolution, SideWiring
 from .result import Finding, Slot
 from .states import State
 from .target import TargetInfo
+
+FIX_REF = "see the fix below"
 
 
 @dataclass(frozen=True)
@@ -58,154 +66,255 @@ def check_target_fit(draft: DraftSpec, target: TargetInfo) -> int:
     return aux
 
 
-def diagnose(draft: DraftSpec, target: TargetInfo, trained: Wiring, served: Wiring, engine: Convention,
-             trainer: Convention | None, stats: dict[int, SlotStats] | None = None
-             ) -> tuple[tuple[Slot, ...], tuple[Finding, ...]]:
-    aux = check_target_fit(draft, target)
-    n = target.num_layers
-    eng = f"{engine.title} {engine.version}"
-    findings: list[Finding] = []
-    add = lambda *a: findings.append(Finding(*a))  # noqa: E731
-    fix_ref = "see the fix below"
+@dataclass(frozen=True)
+class Context:
+    """What every check reads: the inputs, the resolved pair, fc's aux count and the slot table."""
 
-    # -- slots
+    draft: DraftSpec
+    target: TargetInfo
+    res: Resolution
+    aux: int
+    slots: tuple[Slot, ...]
+
+    @property
+    def trained(self) -> SideWiring:
+        return self.res.trained
+
+    @property
+    def served(self) -> SideWiring:
+        return self.res.served
+
+    @property
+    def eng(self) -> str:
+        return self.res.served.title
+
+    @property
+    def n(self) -> int:
+        return self.target.num_layers
+
+
+Check = Callable[[Context], Iterable[Finding]]
+
+#: Every check, in the order its findings are reported.
+CHECKS: list[Check] = []
+
+
+def check(fn: Check) -> Check:
+    """Register a check (appended: its findings come after those of the checks before it)."""
+    CHECKS.append(fn)
+    return fn
+
+
+def make_slots(res: Resolution, stats: dict[int, SlotStats] | None) -> tuple[Slot, ...]:
+    trained, served = res.trained.states, res.served.states
     slots = []
-    width = max(len(trained.states), len(served.states))
-    for i in range(width):
-        t = trained.states[i] if i < len(trained.states) else None
-        s = served.states[i] if i < len(served.states) else None
+    for i in range(max(len(trained), len(served))):
+        t = trained[i] if i < len(trained) else None
+        s = served[i] if i < len(served) else None
         st = (stats or {}).get(i)
         slots.append(Slot(i, t, s, slot_verdict(t, s), st.cosine if st else None,
                           st.nearest if st else None, st.nearest_cosine if st else None))
-    same_set = sorted(trained.states) == sorted(served.states)
+    return tuple(slots)
 
-    # -- where the ids come from
-    if served.ignored_places and served.ids_source == "default":
-        places = ", ".join(place_key(p) for p in served.ignored_places)
-        differs = list(served.states) != list(trained.states)
-        add("IDS_NOT_READ", "error" if differs else "warning", None,
-            f"The draft declares ids in {places}, which {eng} does not read (it reads: "
-            f"{', '.join(place_key(p) for p in engine.ids_from) or 'nothing'}); it falls back to its default "
-            f"{served.case.split('default ', 1)[-1]} = {_labels(served.states)}.",
-            "The engine never sees the ids the draft was trained with; every slot that differs from the default "
-            "feeds the draft a state it never saw." if differs else
-            "The default happens to equal the trained states, so nothing is lost now; any change of ids would be ignored.",
-            fix_ref)
 
+def diagnose(draft: DraftSpec, target: TargetInfo, res: Resolution, stats: dict[int, SlotStats] | None = None
+             ) -> tuple[tuple[Slot, ...], tuple[Finding, ...]]:
+    ctx = Context(draft, target, res, check_target_fit(draft, target), make_slots(res, stats))
+    return ctx.slots, tuple(f for c in CHECKS for f in c(ctx))
+
+
+# ---------------------------------------------------------------------------- where the ids come from
+
+@check
+def ids_not_read(ctx: Context) -> Iterable[Finding]:
+    served, trained = ctx.served, ctx.trained
+    if not (served.wiring.ignored_places and served.wiring.ids_source == "default"):
+        return
+    places = ", ".join(place_key(p) for p in served.wiring.ignored_places)
+    differs = list(served.states) != list(trained.states)
+    yield Finding(
+        "IDS_NOT_READ", "error" if differs else "warning", None,
+        f"The draft declares ids in {places}, which {ctx.eng} does not read (it reads: "
+        f"{', '.join(place_key(p) for p in served.id_places) or 'nothing'}); it falls back to its default "
+        f"{served.wiring.case.split('default ', 1)[-1]} = {_labels(served.states)}.",
+        "The engine never sees the ids the draft was trained with; every slot that differs from the default "
+        "feeds the draft a state it never saw." if differs else
+        "The default happens to equal the trained states, so nothing is lost now; any change of ids would be ignored.",
+        FIX_REF)
+
+
+@check
+def unreachable_layer(ctx: Context) -> Iterable[Finding]:
+    served = ctx.served
     for k in served.dropped:
-        slot = served.capture_indices.index(k)
-        lo_hi = engine.rule_for(target.architecture).reachable(n)
-        add("UNREACHABLE_LAYER", "error", slot,
-            f"Id {served.ids[slot] if served.ids else '?'} becomes capture index {k}, which {eng}'s capture "
-            f"loop never reaches (it captures {lo_hi[0]}..{lo_hi[1]}); the state is silently dropped.",
-            f"The engine returns {len(served.states)} states instead of {len(served.capture_indices)}: fc gets the wrong "
-            "width (a shape error) or, where the count is padded elsewhere, the wrong states.", fix_ref)
+        slot = served.wiring.capture_indices.index(k)
+        lo, hi = served.reach
+        yield Finding(
+            "UNREACHABLE_LAYER", "error", slot,
+            f"Id {served.wiring.ids[slot] if served.wiring.ids else '?'} becomes capture index {k}, which {ctx.eng}'s "
+            f"capture loop never reaches (it captures {lo}..{hi}); the state is silently dropped.",
+            f"The engine returns {len(served.states)} states instead of {len(served.wiring.capture_indices)}: fc gets "
+            "the wrong width (a shape error) or, where the count is padded elsewhere, the wrong states.", FIX_REF)
 
-    # -- counts
+
+# ---------------------------------------------------------------------------- counts
+
+@check
+def aux_count_mismatch(ctx: Context) -> Iterable[Finding]:
+    trained, served, aux = ctx.trained, ctx.served, ctx.aux
     if len(trained.states) != aux:
-        add("AUX_COUNT_MISMATCH", "error", None,
-            f"The trained wiring ({trained.convention}) has {len(trained.states)} states, but fc.weight takes "
-            f"{aux} x {target.hidden_size}.",
+        yield Finding(
+            "AUX_COUNT_MISMATCH", "error", None,
+            f"The trained wiring ({trained.wiring.convention}) has {len(trained.states)} states, but fc.weight takes "
+            f"{aux} x {ctx.target.hidden_size}.",
             "The trainer assumption does not fit the checkpoint; the slot comparison below is unreliable.",
             "Name the trained states with --trained-boundaries, or pick the right --trainer.")
-    engine_fc = engine.aux_count(draft.config)
-    if engine_fc != aux:
-        add("AUX_COUNT_MISMATCH", "error", None,
-            f"{eng} sizes the draft's fc for {engine_fc} aux states (from {', '.join(map(str, engine.aux_count_from))}), "
-            f"but fc.weight holds {aux}.",
+    if served.aux_count is not None and served.aux_count != aux:
+        yield Finding(
+            "AUX_COUNT_MISMATCH", "error", None,
+            f"{ctx.eng} sizes the draft's fc for {served.aux_count} aux states (from "
+            f"{', '.join(map(str, served.aux_count_from))}), but fc.weight holds {aux}.",
             "The checkpoint fails to load, or loads into a wrongly shaped fc.",
             f"Set num_aux_hidden_states = {aux} in config.json.")
     if len(served.states) != aux and not served.dropped:
-        add("AUX_COUNT_MISMATCH", "error", None,
-            f"{eng} feeds {len(served.states)} states {_labels(served.states)}, but fc takes {aux}.",
-            "The concatenated width does not match fc: a shape error at the first draft forward.", fix_ref)
+        yield Finding(
+            "AUX_COUNT_MISMATCH", "error", None,
+            f"{ctx.eng} feeds {len(served.states)} states {_labels(served.states)}, but fc takes {aux}.",
+            "The concatenated width does not match fc: a shape error at the first draft forward.", FIX_REF)
 
-    # -- per slot
-    if same_set and list(trained.states) != list(served.states):
-        add("ORDER_MISMATCH", "error", None,
-            f"Trained on {_labels(trained.states)} in that order; {eng} concatenates {_labels(served.states)}.",
+
+# ---------------------------------------------------------------------------- per slot
+
+def _same_set_reordered(ctx: Context) -> bool:
+    t, s = list(ctx.trained.states), list(ctx.served.states)
+    return sorted(t) == sorted(s) and t != s
+
+
+@check
+def order_mismatch(ctx: Context) -> Iterable[Finding]:
+    if _same_set_reordered(ctx):
+        yield Finding(
+            "ORDER_MISMATCH", "error", None,
+            f"Trained on {_labels(ctx.trained.states)} in that order; {ctx.eng} concatenates "
+            f"{_labels(ctx.served.states)}.",
             "The right states arrive in the wrong fc column blocks: each block of fc multiplies a state it was not "
-            "trained on.", fix_ref)
-    else:
-        shifted = (len(trained.states) > 1 and trained.states[0].boundary == 0
-                   and list(trained.states[1:]) == list(served.states[: len(trained.states) - 1]))
-        for sl in slots:
-            if sl.verdict in ("ok", "missing", "extra"):
-                continue
-            cos = f" (cosine {sl.cosine:.3f})" if sl.cosine is not None else ""
-            t, s = sl.trained, sl.served
-            if sl.verdict == "norm":
-                add("NORM_MISMATCH", "error", sl.index,
-                    f"Trained on {t.label()} ({t.describe(n)}), served {s.label()} ({s.describe(n)}){cos}.",
-                    "A normed and an un-normed residual stream differ in scale by orders of magnitude; fc was fitted "
-                    "to one of them.", fix_ref)
-            elif sl.verdict == "embedding":
-                extra = (" The served states are the trained ones shifted by one slot: training put the embedding in "
-                         "slot 0." if shifted and sl.index == 0 else "")
-                add("EMBEDDING_COMPOSITION", "error", sl.index,
-                    f"Trained on {t.label()} ({t.describe(n)}), served {s.label()} ({s.describe(n)}){cos}."
-                    + extra,
-                    "The token embedding and a layer output live in different spaces; the fc block for this slot "
-                    "multiplies a state unlike any it saw in training.", fix_ref)
-            else:
-                d = s.boundary - t.boundary
-                add("LAYER_OFFSET", "error", sl.index,
-                    f"Trained on {t.label()} ({t.describe(n)}), served {s.label()} "
-                    f"({s.describe(n)}): {abs(d)} layer{'s' if abs(d) != 1 else ''} {'deeper' if d > 0 else 'shallower'}{cos}.",
-                    "Adjacent layers are similar but not equal; the draft's predictions drift and acceptance drops "
-                    "without any error.", fix_ref)
+            "trained on.", FIX_REF)
 
-    # -- draft-side semantics
+
+@check
+def slot_mismatches(ctx: Context) -> Iterable[Finding]:
+    """NORM_MISMATCH (state), EMBEDDING_COMPOSITION and LAYER_OFFSET, slot by slot; an order mismatch
+    replaces them."""
+    if _same_set_reordered(ctx):
+        return
+    trained, served, n = ctx.trained.states, ctx.served.states, ctx.n
+    shifted = (len(trained) > 1 and trained[0].boundary == 0 and list(trained[1:]) == list(served[: len(trained) - 1]))
+    for sl in ctx.slots:
+        if sl.verdict in ("ok", "missing", "extra"):
+            continue
+        cos = f" (cosine {sl.cosine:.3f})" if sl.cosine is not None else ""
+        t, s = sl.trained, sl.served
+        if sl.verdict == "norm":
+            yield Finding(
+                "NORM_MISMATCH", "error", sl.index,
+                f"Trained on {t.label()} ({t.describe(n)}), served {s.label()} ({s.describe(n)}){cos}.",
+                "A normed and an un-normed residual stream differ in scale by orders of magnitude; fc was fitted "
+                "to one of them.", FIX_REF)
+        elif sl.verdict == "embedding":
+            extra = (" The served states are the trained ones shifted by one slot: training put the embedding in "
+                     "slot 0." if shifted and sl.index == 0 else "")
+            yield Finding(
+                "EMBEDDING_COMPOSITION", "error", sl.index,
+                f"Trained on {t.label()} ({t.describe(n)}), served {s.label()} ({s.describe(n)}){cos}." + extra,
+                "The token embedding and a layer output live in different spaces; the fc block for this slot "
+                "multiplies a state unlike any it saw in training.", FIX_REF)
+        else:
+            d = s.boundary - t.boundary
+            yield Finding(
+                "LAYER_OFFSET", "error", sl.index,
+                f"Trained on {t.label()} ({t.describe(n)}), served {s.label()} ({s.describe(n)}): {abs(d)} "
+                f"layer{'s' if abs(d) != 1 else ''} {'deeper' if d > 0 else 'shallower'}{cos}.",
+                "Adjacent layers are similar but not equal; the draft's predictions drift and acceptance drops "
+                "without any error.", FIX_REF)
+
+
+# ---------------------------------------------------------------------------- draft-side semantics
+
+@check
+def draft_flag_mismatch(ctx: Context) -> Iterable[Finding]:
+    trained, served = ctx.trained, ctx.served
     for flag in DRAFT_FLAGS:
-        want = trainer.flag(flag, draft.config) if trainer else bool(draft.flags.get(flag))
-        got = engine.flag(flag, draft.config)
-        if bool(want) != bool(got):
-            rule = engine.draft_flags.get(flag)
-            honoured = rule is not None and rule.honoured
-            add("NORM_MISMATCH", "error", None,
-                f"Draft flag {flag}: training used {bool(want)}, {eng} uses {bool(got)}"
-                + ("" if honoured else " (it does not implement this flag)") + ".",
-                "A norm applied (or skipped) inside the draft on one side only changes the scale of what fc or the "
-                "decoder layer reads.",
-                f"Set {flag} = {str(bool(want)).lower()} in config.json." if honoured else
-                f"Serve with an engine that implements {flag}, or retrain with {flag} = {str(bool(got)).lower()}.")
-    if engine.fc_skip_when_width_equals_hidden and draft.use_aux_hidden_state and aux * target.hidden_size == draft.hidden_size:
-        add("FC_SKIPPED", "error", None,
-            f"{aux} aux state(s) x {target.hidden_size} = {draft.hidden_size}, the draft hidden size: {eng} runs fc only "
+        want, got = trained.flags.value(flag), served.flags.value(flag)
+        if want == got:
+            continue
+        honoured = flag in served.implements
+        yield Finding(
+            "NORM_MISMATCH", "error", None,
+            f"Draft flag {flag}: training used {want}, {ctx.eng} uses {got}"
+            + ("" if honoured else " (it does not implement this flag)") + ".",
+            "A norm applied (or skipped) inside the draft on one side only changes the scale of what fc or the "
+            "decoder layer reads.",
+            f"Set {flag} = {str(want).lower()} in config.json." if honoured else
+            f"Serve with an engine that implements {flag}, or retrain with {flag} = {str(got).lower()}.")
+
+
+@check
+def fc_skipped(ctx: Context) -> Iterable[Finding]:
+    d, aux, hidden = ctx.draft, ctx.aux, ctx.target.hidden_size
+    if ctx.served.flags.fc_skip_at_hidden_width and d.use_aux_hidden_state and aux * hidden == d.hidden_size:
+        yield Finding(
+            "FC_SKIPPED", "error", None,
+            f"{aux} aux state(s) x {hidden} = {d.hidden_size}, the draft hidden size: {ctx.eng} runs fc only "
             "when the incoming width differs from the draft hidden size, so fc is never applied.",
             "The trained fc weights are unused: the raw target state enters the decoder layer unprojected.",
             "Train with a different aux count, or give the draft a hidden size different from n_aux x target hidden.")
-    if draft.target_hidden_size is None and draft.hidden_size != target.hidden_size:
-        add("HIDDEN_SIZE_MISMATCH", "error", None,
-            f"The draft config has no target_hidden_size and its hidden_size is {draft.hidden_size}, but the target's is "
-            f"{target.hidden_size}: engines size fc as n_aux x hidden_size = {aux * draft.hidden_size} instead of "
-            f"{draft.fc_in}.", "fc fails to load, or the engine sizes buffers for the wrong width (sglang PR #4716).",
-            f"Set target_hidden_size = {target.hidden_size} in config.json.")
 
-    # -- vocabulary map
-    v = draft.vocab
-    tv = target.vocab_size
+
+@check
+def hidden_size_mismatch(ctx: Context) -> Iterable[Finding]:
+    d, hidden = ctx.draft, ctx.target.hidden_size
+    if d.target_hidden_size is None and d.hidden_size != hidden:
+        yield Finding(
+            "HIDDEN_SIZE_MISMATCH", "error", None,
+            f"The draft config has no target_hidden_size and its hidden_size is {d.hidden_size}, but the target's is "
+            f"{hidden}: engines size fc as n_aux x hidden_size = {ctx.aux * d.hidden_size} instead of {d.fc_in}.",
+            "fc fails to load, or the engine sizes buffers for the wrong width (sglang PR #4716).",
+            f"Set target_hidden_size = {hidden} in config.json.")
+
+
+# ---------------------------------------------------------------------------- vocabulary map
+
+@check
+def vocab_map_missing(ctx: Context) -> Iterable[Finding]:
+    v, tv = ctx.draft.vocab, ctx.target.vocab_size
     if v.draft_vocab_size and tv and v.draft_vocab_size < tv and not v.has_d2t:
-        add("VOCAB_MAP_MISSING", "error", None,
+        yield Finding(
+            "VOCAB_MAP_MISSING", "error", None,
             f"draft_vocab_size is {v.draft_vocab_size} < the target's {tv}, and the checkpoint has no d2t.",
             "Without d2t, draft id i is read as target id i: every draft token outside the first "
             f"{v.draft_vocab_size} target ids is wrong, and acceptance collapses (NeMo Automodel PR #2447).",
             "Export d2t (offsets: target = i + d2t[i]) and t2d from the training vocab mapping.")
-    if v.has_d2t:
-        problems = []
-        if v.draft_vocab_size and v.d2t_len != v.draft_vocab_size:
-            problems.append(f"d2t has {v.d2t_len} entries, draft_vocab_size is {v.draft_vocab_size}")
-        if tv and (v.max_target_id >= tv or v.min_target_id < 0):
-            problems.append(f"i + d2t[i] spans {v.min_target_id}..{v.max_target_id}, outside the target vocab 0..{tv - 1} "
-                            "(absolute ids stored where offsets are expected?)")
-        if v.has_t2d and tv and v.t2d_len != tv:
-            problems.append(f"t2d has {v.t2d_len} entries, the target vocab {tv}")
-        if v.has_t2d and v.d2t_len and v.t2d_count != v.d2t_len:
-            problems.append(f"t2d marks {v.t2d_count} ids, d2t maps {v.d2t_len}")
-        if v.d2t_in_t2d is False:
-            problems.append("some i + d2t[i] are not marked in t2d")
-        if problems:
-            add("VOCAB_MAP_INVALID", "error", None, "The vocabulary map is inconsistent: " + "; ".join(problems) + ".",
-                "Engines apply target = i + d2t[i]; a wrong map turns correct draft predictions into wrong target tokens.",
-                "Regenerate d2t/t2d from the training vocab mapping (d2t[i] = used[i] - i).")
-    return tuple(slots), tuple(findings)
+
+
+@check
+def vocab_map_invalid(ctx: Context) -> Iterable[Finding]:
+    v, tv = ctx.draft.vocab, ctx.target.vocab_size
+    if not v.has_d2t:
+        return
+    problems = []
+    if v.draft_vocab_size and v.d2t_len != v.draft_vocab_size:
+        problems.append(f"d2t has {v.d2t_len} entries, draft_vocab_size is {v.draft_vocab_size}")
+    if tv and (v.max_target_id >= tv or v.min_target_id < 0):
+        problems.append(f"i + d2t[i] spans {v.min_target_id}..{v.max_target_id}, outside the target vocab 0..{tv - 1} "
+                        "(absolute ids stored where offsets are expected?)")
+    if v.has_t2d and tv and v.t2d_len != tv:
+        problems.append(f"t2d has {v.t2d_len} entries, the target vocab {tv}")
+    if v.has_t2d and v.d2t_len and v.t2d_count != v.d2t_len:
+        problems.append(f"t2d marks {v.t2d_count} ids, d2t maps {v.d2t_len}")
+    if v.d2t_in_t2d is False:
+        problems.append("some i + d2t[i] are not marked in t2d")
+    if problems:
+        yield Finding(
+            "VOCAB_MAP_INVALID", "error", None, "The vocabulary map is inconsistent: " + "; ".join(problems) + ".",
+            "Engines apply target = i + d2t[i]; a wrong map turns correct draft predictions into wrong target tokens.",
+            "Regenerate d2t/t2d from the training vocab mapping (d2t[i] = used[i] - i).")

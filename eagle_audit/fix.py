@@ -6,8 +6,9 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from .conventions import DRAFT_FLAGS, ID_PLACES, Convention, place_key
+from .conventions import DRAFT_FLAGS, ID_PLACES, place_key
 from .draft import DraftSpec
+from .resolution import Resolution
 from .result import Fix
 from .states import State
 
@@ -35,51 +36,50 @@ def _ids_patch(place: str, ids: list[int]) -> dict:
     return patch
 
 
-def plan_fix(engine: Convention, architecture: str, num_layers: int, trained: tuple[State, ...],
-             draft: DraftSpec, target_hidden: int, trainer: Convention | None = None) -> Fix:
-    """The smallest config change after which ``engine`` feeds ``trained`` (checked by re-resolving)."""
-    name = f"{engine.title} {engine.version}"
+def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
+    """The smallest config change after which the served side feeds the trained states (checked by
+    re-resolving the patched config under the same engine rules)."""
+    engine, trained_side = res.served, res.trained
+    trained = trained_side.states
+    architecture, num_layers = res.architecture, res.num_layers
+    eng_name = engine.wiring.convention
+    name = engine.title
     aux = draft.aux_count(target_hidden)
     if aux is not None and len(trained) != aux:
-        return Fix(engine.name, False, f"The trained wiring has {len(trained)} states but fc.weight takes {aux}, so "
+        return Fix(eng_name, False, f"The trained wiring has {len(trained)} states but fc.weight takes {aux}, so "
                    "the trained states are unknown and no ids can be computed. Name them with --trained-boundaries or "
                    "pick the right --trainer.")
     if any(s.normed for s in trained):
-        return Fix(engine.name, False, f"{name} never applies the final norm to a captured state, so no config makes it "
+        return Fix(eng_name, False, f"{name} never applies the final norm to a captured state, so no config makes it "
                    f"feed the post-norm state the draft was trained on. Retrain on B{num_layers} (pre-norm), or serve "
                    "with an engine patched to capture after the final norm.")
     if engine.order == "ascending" and list(trained) != sorted(trained):
-        return Fix(engine.name, False, f"{name} concatenates states in ascending order, but training used "
+        return Fix(eng_name, False, f"{name} concatenates states in ascending order, but training used "
                    f"{[s.label() for s in trained]}. No config changes that: permute the column blocks of fc.weight into "
                    "ascending order (and fc_norm.* with them), then write the ids for the sorted states.")
     if engine.order == "ascending" and len(set(trained)) != len(trained):
-        return Fix(engine.name, False, f"{name} collapses duplicate states; training fed one state twice.")
+        return Fix(eng_name, False, f"{name} collapses duplicate states; training fed one state twice.")
 
     extra: dict = {}
-    # flags the engine honours but reads with a different default than training used
+    # flags the engine honours but reads with a different value than training used
     for flag in DRAFT_FLAGS:
-        want = trainer.flag(flag, draft.config) if trainer else bool(draft.flags.get(flag))
-        rule = engine.draft_flags.get(flag)
-        if rule is not None and rule.honoured and engine.flag(flag, draft.config) != want:
+        want = trained_side.flags.value(flag)
+        if flag in engine.implements and engine.flags.value(flag) != want:
             extra[flag] = want
-        elif not (rule is not None and rule.honoured) and bool(want):
-            return Fix(engine.name, False, f"{name} does not implement the draft flag {flag}, which training used; no "
+        elif flag not in engine.implements and want:
+            return Fix(eng_name, False, f"{name} does not implement the draft flag {flag}, which training used; no "
                        f"config makes it apply it. Serve with an engine that implements {flag}, or retrain without it.")
     if draft.target_hidden_size is None and draft.hidden_size != target_hidden:
         extra["target_hidden_size"] = target_hidden
-    rule = engine.rule_for(architecture)
-    try:
-        current = engine.resolve(draft.config, architecture, num_layers)
-    except Exception:
-        current = None
-    if (current is not None and not extra and list(current.states) == list(trained) and not current.dropped
-            and engine.aux_count(draft.config) == len(trained)):
-        return Fix(engine.name, False, f"{name} already feeds the trained states {[s.label() for s in trained]}; "
+    rule = engine.rule
+    if (not extra and list(engine.states) == list(trained) and not engine.dropped
+            and engine.aux_count == len(trained)):
+        return Fix(eng_name, False, f"{name} already feeds the trained states {[s.label() for s in trained]}; "
                    "the errors found are not in the layer wiring and no config.json change fixes them (see each "
                    "finding).")
     desired = [s.boundary for s in trained]
     candidates: list[tuple[str | None, list[int] | None]] = []
-    for place in engine.ids_from[:1]:
+    for place in engine.id_places[:1]:
         for case in rule.explicit:
             candidates.append((place, [b - case.shift for b in desired]))
     candidates.append((None, None))  # no ids at all: the engine's default
@@ -88,17 +88,18 @@ def plan_fix(engine: Convention, architecture: str, num_layers: int, trained: tu
         if place is not None:
             patch = merge_patch(patch, _ids_patch(place, ids))
         else:  # remove every id place the engine reads, so that its default applies
-            for p in engine.ids_from:
+            for p in engine.id_places:
                 patch = merge_patch(patch, _ids_patch(p, [0]))
                 patch = _null_leaf(patch, p)
         fixed = merge_patch(draft.config, patch)
         try:
-            wiring = engine.resolve(fixed, architecture, num_layers)
+            side = engine.reresolve(fixed, architecture, num_layers)
         except Exception:
             continue
+        wiring = side.wiring
         if list(wiring.states) != list(trained) or wiring.dropped:
             continue
-        if engine.aux_count(fixed) != len(trained) and "num_aux_hidden_states" in engine.aux_count_from:
+        if side.aux_count != len(trained) and "num_aux_hidden_states" in engine.aux_count_from:
             patch["num_aux_hidden_states"] = len(trained)
         note = ""
         if ids and any(i < 0 for i in ids):
@@ -110,19 +111,19 @@ def plan_fix(engine: Convention, architecture: str, num_layers: int, trained: tu
                        f"Remove the ids: {name}'s default feeds {[s.label() for s in wiring.states]}.") + note
         if extra:
             explanation += " Also set " + ", ".join(f"{k} = {v}" for k, v in extra.items()) + "."
-        return Fix(engine.name, True, explanation, patch, tuple(ids) if ids else None,
+        return Fix(eng_name, True, explanation, patch, tuple(ids) if ids else None,
                    place_key(place) if place else None, wiring.states)
-    lo, hi = rule.reachable(num_layers)
+    lo, hi = engine.reach
     out_of_range = [s.label() for s in trained if not lo <= s.boundary <= hi]
     if out_of_range:
         why = (f"{name} ({rule.name}) captures only boundaries {lo}..{hi}; training used {', '.join(out_of_range)}. "
                "No config reaches them: retrain on reachable boundaries, or use an engine that captures them "
                "(for the final boundary: SGLang's gpt-oss and MiniMax-M3 rules, or vLLM).")
-    elif not engine.ids_from:
+    elif not engine.id_places:
         why = f"{name} reads no ids from the draft; it always feeds its default."
     else:
         why = f"no ids under {name}'s rule {rule.name} produce {[s.label() for s in trained]}."
-    return Fix(engine.name, False, why)
+    return Fix(eng_name, False, why)
 
 
 def _null_leaf(patch: dict, place: str) -> dict:

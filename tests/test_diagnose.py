@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from eagle_audit.conventions import Wiring, get_convention
-from eagle_audit.diagnose import SlotStats, check_target_fit, diagnose, slot_verdict
+from eagle_audit.diagnose import CHECKS, SlotStats, check_target_fit, diagnose, slot_verdict
 from eagle_audit.draft import read_draft
 from eagle_audit.errors import BadCheckpoint
+from eagle_audit.resolution import Resolution, given_side, side_of
 from eagle_audit.result import CODES, Finding
 from eagle_audit.states import State
 from eagle_audit.target import TargetInfo
@@ -35,9 +36,12 @@ def run(draft_path, target=None, engine="sglang", trainer="specforge", trained=N
     eng = get_convention(engine, "engine")
     tr = get_convention(trainer, "trainer") if trainer else None
     if trained is None:
-        trained = tr.resolve(draft.config, target.architecture, target.num_layers)
-    served = eng.resolve(draft.config, target.architecture, target.num_layers)
-    slots, findings = diagnose(draft, target, trained, served, eng, tr, stats)
+        trained_side = side_of(tr, draft.config, target.architecture, target.num_layers)
+    else:
+        trained_side = given_side(trained, draft, tr)
+    served = side_of(eng, draft.config, target.architecture, target.num_layers)
+    res = Resolution(trained_side, served, target.architecture, target.num_layers)
+    slots, findings = diagnose(draft, target, res, stats)
     return slots, findings
 
 
@@ -60,6 +64,12 @@ def by_code(findings):
 ])
 def test_slot_verdict(trained, served, verdict):
     assert slot_verdict(trained, served) == verdict
+
+
+def test_one_check_per_finding_family():
+    names = [c.__name__ for c in CHECKS]
+    assert names[:4] == ["ids_not_read", "unreachable_layer", "aux_count_mismatch", "order_mismatch"]
+    assert len(names) == len(set(names))
 
 
 def test_findings_only_use_documented_codes():

@@ -6,7 +6,10 @@ import pytest
 
 from eagle_audit.conventions import SCHEMA, get_convention, parse_convention
 from eagle_audit.draft import read_draft
-from eagle_audit.fix import merge_patch, plan_fix
+from eagle_audit.conventions import Wiring
+from eagle_audit.fix import merge_patch
+from eagle_audit.fix import plan_fix as _plan_fix
+from eagle_audit.resolution import Resolution, given_side, side_of
 from eagle_audit.states import State
 
 LLAMA, DSV3, GPTOSS = "LlamaForCausalLM", "DeepseekV3ForCausalLM", "GptOssForCausalLM"
@@ -20,6 +23,14 @@ def states(*bs):
 def draft(make_draft):
     """A 3-slot draft (hidden 32) whose ids, in every place, resolve to none of the tested states."""
     return read_draft(str(make_draft(nested_ids=[0, 1, 2], top_level_ids=[1, 2, 3])))
+
+
+def plan_fix(eng, arch, n, trained, draft, target_hidden, trainer=None):
+    """The fix for an engine and trained states given directly (the trainer's flags, if named)."""
+    given = Wiring("user", "trainer", "-", "given", None, "boundaries", "test", tuple(s.boundary for s in trained),
+                   tuple(trained))
+    res = Resolution(given_side(given, draft, trainer), side_of(eng, draft.config, arch, n), arch, n)
+    return _plan_fix(res, draft, target_hidden)
 
 
 def fix_for(engine, arch, n, trained, draft, trainer=None):

@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..audit import CANARY_KEY
+from ..resolution import CANARY_KEY
 from ..draft_write import draft_config, random_weights, vocab_map, write_draft
 from ..states import State
 from .rollout import rollout

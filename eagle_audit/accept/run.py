@@ -1,5 +1,5 @@
 """The `accept-rate` run, end to end: resolve the trained and served wirings with the same code as
-`layers` (:func:`eagle_audit.audit.resolve_trained`, :func:`eagle_audit.provenance.engine_convention`), simulate
+`layers` (:func:`eagle_audit.resolution.resolve_audit`, :func:`eagle_audit.provenance.engine_convention`), simulate
 acceptance under each, attribute the loss slot by slot, and optionally run the live loop and read a
 server. Returns a frozen :class:`AcceptResult`.
 """
@@ -10,15 +10,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 
-from ..audit import AuditInputs, resolve_trained
+from ..audit import AuditInputs
 from ..conventions import Wiring
 from ..diagnose import check_target_fit
 from ..draft import read_draft
 from ..errors import AuditError
 from ..provenance import engine_convention, provenance
+from ..resolution import resolve_audit
 from ..states import State
 from .live import LiveResult, run_live
-from .runtime import DraftFlags, flags_for_convention, load_draft_model
+from .runtime import DraftFlags, load_draft_model
 from .server import ServerReading, detect, read_server
 from .simulate import AcceptStats, capture_cases, make_cases, simulate
 from .tree import max_tree_nodes
@@ -133,15 +134,6 @@ class AcceptResult:
         }
 
 
-def trained_flags(config: Mapping[str, Any], trainer) -> DraftFlags:
-    """The draft flags as trained: the trainer's rules when it declares them, else as written."""
-    if trainer is not None and trainer.draft_flags:
-        return flags_for_convention(config, trainer)
-    from .runtime import flags_from_config
-
-    return flags_from_config(config, "sglang", "sglang")
-
-
 def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> AcceptResult:
     say = status or (lambda m: None)
@@ -161,9 +153,9 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     target = load_target(opts.target, opts.device, opts.dtype, progress=say)
     info = target.info
     aux = check_target_fit(spec, info)
-    trained, trainer = resolve_trained(spec, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
-    served = engine.resolve(spec.config, info.architecture, info.num_layers)
-    flags = {"trained": trained_flags(spec.config, trainer), "served": flags_for_convention(spec.config, engine)}
+    res, trainer = resolve_audit(spec, info, engine, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
+    trained, served = res.trained.wiring, res.served.wiring
+    flags = {"trained": res.trained.flags, "served": res.served.flags}
     models = {"trained": load_draft_model(spec, target, flags["trained"])}
     models["served"] = models["trained"] if flags["served"] == flags["trained"] else load_draft_model(spec, target, flags["served"])
 

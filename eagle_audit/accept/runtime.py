@@ -29,27 +29,15 @@ import torch.nn.functional as F
 
 from ..draft import DraftSpec, _canonical, _weight_files
 from ..errors import BadCheckpoint
+from ..resolution import DraftFlags  # noqa: F401 (the flags a side runs the draft with; re-exported)
 
 KV = tuple[torch.Tensor, torch.Tensor]  # (k, v), each [batch, kv_heads, keys, head_dim], rope applied
 
 
-@dataclass(frozen=True)
-class DraftFlags:
-    """The draft-side switches, as one side (trainer or engine) runs them."""
-
-    norm_before_fc: bool = False
-    fc_norm: bool = False
-    norm_output: bool = False
-    norm_before_residual: bool = False
-    semantics: str = "sglang"  # "sglang" (residual = un-normed h) or "vllm" (honours norm_before_residual)
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
-
-
 def flags_from_config(config: Mapping[str, Any], layout: str, semantics: str = "sglang") -> DraftFlags:
-    """Flags as written in a draft config. SGLang never reads ``norm_before_residual``; vLLM's
-    speculators loader defaults it to True when absent (conventions.md section 3)."""
+    """Flags as written in a draft config (tests and benches that run a draft outside an audit). SGLang
+    never reads ``norm_before_residual``; vLLM's speculators loader defaults it to True when absent
+    (conventions.md section 3)."""
     nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), Mapping) else {}
 
     def get(name, default=False):
@@ -59,16 +47,6 @@ def flags_from_config(config: Mapping[str, Any], layout: str, semantics: str = "
     nbr = get("norm_before_residual", layout == "speculators") if semantics == "vllm" else False
     return DraftFlags(get("norm_before_fc"), get("fc_norm") or bool(config.get("use_aux_norm")), get("norm_output"),
                       nbr, semantics)
-
-
-def flags_for_convention(config: Mapping[str, Any], convention) -> DraftFlags:
-    """Flags as a :class:`~eagle_audit.conventions.Convention` honours them (vLLM-like engines honour
-    ``norm_before_residual``; SGLang does not)."""
-    nbr_rule = convention.draft_flags.get("norm_before_residual")
-    semantics = "vllm" if nbr_rule is not None and nbr_rule.honoured else "sglang"
-    return DraftFlags(bool(convention.flag("norm_before_fc", config)), bool(convention.flag("fc_norm", config)),
-                      bool(convention.flag("norm_output", config)),
-                      bool(convention.flag("norm_before_residual", config)) if semantics == "vllm" else False, semantics)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,170 @@
+"""One resolved wiring per (draft, target, trainer, engine): every fact the audit needs, asked of the
+conventions exactly once.
+
+:func:`resolve_audit` turns the two conventions into a frozen :class:`Resolution` holding a
+:class:`SideWiring` for the trained and for the served side: the states in concatenation order, the
+order rule, the capture rule and its reach, how many aux states the side sizes ``fc`` for, which id
+places it reads and which it ignores, and the draft semantics it runs (:class:`DraftFlags`).
+``layers``, ``accept-rate``, :mod:`eagle_audit.diagnose`, :mod:`eagle_audit.fix` and the draft runtime
+read this object; nothing else asks a :class:`~eagle_audit.conventions.Convention` again (the one
+exception is :meth:`SideWiring.reresolve`, with which :mod:`eagle_audit.fix` checks a patched config
+against the same rules).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .conventions import DRAFT_FLAGS, CaptureRule, Convention, Wiring, get_convention
+from .draft import DraftSpec
+from .states import State, parse_states
+from .target import TargetInfo
+
+#: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
+CANARY_KEY = "eagle_audit_canary"
+
+#: The trainer assumed from a draft's layout when neither --trainer nor --trained-boundaries is given.
+TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle": "eagle"}
+
+
+@dataclass(frozen=True)
+class DraftFlags:
+    """The draft-side switches, as one side (trainer or engine) runs them.
+
+    ``semantics``: ``"sglang"`` (layer 0's residual is the un-normed fc output) or ``"vllm"`` (honours
+    ``norm_before_residual``). ``fc_skip_at_hidden_width``: ``fc`` runs only when the incoming width
+    differs from the draft hidden size (SGLang's ``llama_eagle3.py``)."""
+
+    norm_before_fc: bool = False
+    fc_norm: bool = False
+    norm_output: bool = False
+    norm_before_residual: bool = False
+    semantics: str = "sglang"
+    fc_skip_at_hidden_width: bool = False
+
+    def value(self, name: str) -> bool:
+        return bool(getattr(self, name))
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def flags_as_written(draft: DraftSpec) -> DraftFlags:
+    """The flags as the draft config states them (a trainer is not known: assume it honoured them)."""
+    get = lambda name: bool(draft.flags.get(name))  # noqa: E731
+    nbr = get("norm_before_residual")
+    return DraftFlags(get("norm_before_fc"), get("fc_norm"), get("norm_output"), nbr, "vllm" if nbr else "sglang")
+
+
+def flags_of(conv: Convention, config: Mapping[str, Any]) -> DraftFlags:
+    """The flags as ``conv`` runs them: honoured flags read from the config (or defaulted), the rest off."""
+    nbr_rule = conv.draft_flags.get("norm_before_residual")
+    semantics = "vllm" if nbr_rule is not None and nbr_rule.honoured else "sglang"
+    return DraftFlags(bool(conv.flag("norm_before_fc", config)), bool(conv.flag("fc_norm", config)),
+                      bool(conv.flag("norm_output", config)),
+                      bool(conv.flag("norm_before_residual", config)) if semantics == "vllm" else False, semantics,
+                      conv.fc_skip_when_width_equals_hidden)
+
+
+@dataclass(frozen=True)
+class SideWiring:
+    """One side (trainer or engine) of a resolved pair. ``wiring`` holds the states in order and how the
+    ids got there; the rest is what the side does with them."""
+
+    wiring: Wiring
+    title: str  # for messages: "SGLang 0.5.23"
+    order: str | None  # "ascending", "config"; None where the states were given directly
+    rule: CaptureRule | None
+    reach: tuple[int, int] | None  # lowest and highest capture index the rule reaches
+    aux_count: int | None  # how many aux states this side sizes fc for (None: taken from fc.weight)
+    aux_count_from: tuple[Any, ...]
+    id_places: tuple[str, ...]  # places it reads ids from, first present wins
+    flags: DraftFlags
+    implements: frozenset[str]  # draft flags this side implements at all
+    source: Mapping[str, Any] | None = None  # the convention's identity (provenance)
+    convention: Convention | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def states(self) -> tuple[State, ...]:
+        return self.wiring.states
+
+    @property
+    def dropped(self) -> tuple[int, ...]:
+        return self.wiring.dropped
+
+    def reresolve(self, config: Mapping[str, Any], architecture: str, num_layers: int) -> SideWiring:
+        """The same side's rules applied to another config (a candidate fix)."""
+        if self.convention is None:
+            raise ValueError(f"{self.title}: states were given directly; there is no rule to re-apply")
+        return side_of(self.convention, config, architecture, num_layers)
+
+
+def side_of(conv: Convention, config: Mapping[str, Any], architecture: str, num_layers: int,
+            override_ids: tuple[int, ...] | None = None) -> SideWiring:
+    """Resolve one convention against a draft config, once."""
+    rule = conv.rule_for(architecture)
+    wiring = conv.resolve(config, architecture, num_layers, override_ids)
+    implements = frozenset(f for f, r in conv.draft_flags.items() if r.honoured)
+    return SideWiring(wiring, f"{conv.title} {conv.version}", conv.order, rule, rule.reachable(num_layers),
+                      conv.aux_count(config), conv.aux_count_from, conv.ids_from, flags_of(conv, config), implements,
+                      conv.to_json(), conv)
+
+
+def given_side(wiring: Wiring, draft: DraftSpec, trainer: Convention | None) -> SideWiring:
+    """A trained side whose states were given directly (or recorded by a canary): the trainer's draft
+    semantics when one is named, else the flags as written."""
+    if trainer is not None and trainer.draft_flags:
+        flags, implements = flags_of(trainer, draft.config), frozenset(
+            f for f, r in trainer.draft_flags.items() if r.honoured)
+    else:
+        flags, implements = flags_as_written(draft), frozenset(DRAFT_FLAGS)
+    return SideWiring(wiring, wiring.convention, None, None, None, None, (), (), flags, implements,
+                      trainer.to_json() if trainer else None, None)
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """The trained and the served side of one audit, resolved once."""
+
+    trained: SideWiring
+    served: SideWiring
+    architecture: str
+    num_layers: int
+
+
+def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], trainer: str | None = None,
+                    trained_boundaries: str | None = None, trained_ids: tuple[int, ...] | None = None
+                    ) -> tuple[SideWiring, Convention | None]:
+    """What the draft was trained on: boundaries given directly; else a canary's recorded boundaries; else
+    the trainer's convention (given, or assumed from the draft layout, which ``notes`` records) applied
+    to the draft config."""
+    if trained_boundaries:
+        states = parse_states(trained_boundaries, info.num_layers)
+        conv = get_convention(trainer, "trainer") if trainer else None
+        notes.append(f"trained states given directly: {[s.label() for s in states]}")
+        wiring = Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
+                        tuple(s.boundary for s in states), states)
+        return given_side(wiring, draft, conv), conv
+    recorded = (draft.config.get(CANARY_KEY) or {}).get("trained_boundaries")
+    if trainer is None and trained_ids is None and recorded:
+        states = tuple(State(int(b)) for b in recorded)
+        notes.append(f"trained states read from the canary record {CANARY_KEY}.trained_boundaries: "
+                     f"{[s.label() for s in states]}")
+        wiring = Wiring("canary", "trainer", "-", "recorded", None, "boundaries", f"{CANARY_KEY}.trained_boundaries",
+                        tuple(recorded), states)
+        return given_side(wiring, draft, None), None
+    if trainer is None:
+        trainer = TRAINER_BY_LAYOUT[draft.layout]
+        notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout")
+    conv = get_convention(trainer, "trainer")
+    return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids), conv
+
+
+def resolve_audit(draft: DraftSpec, info: TargetInfo, engine: Convention, notes: list[str], trainer: str | None = None,
+                  trained_boundaries: str | None = None, trained_ids: tuple[int, ...] | None = None
+                  ) -> tuple[Resolution, Convention | None]:
+    """Both sides of an audit; also the trainer convention (for provenance), None where none was used."""
+    trained, conv = resolve_trained(draft, info, notes, trainer, trained_boundaries, trained_ids)
+    served = side_of(engine, draft.config, info.architecture, info.num_layers)
+    return Resolution(trained, served, info.architecture, info.num_layers), conv
