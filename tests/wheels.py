@@ -7,19 +7,27 @@
 * :class:`WheelSource` reads a file of a wheel and compiles single functions out of it with ``ast``, so a
   test can execute the engine's own code against stubs for what that function calls, without importing the
   engine package (its import needs CUDA kernels, distributed state and hundreds of modules).
+* :func:`extract` + :func:`wheel_modules` import whole single modules of a wheel by their real names (for
+  classes whose module must exist), without running the package ``__init__`` files.
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import subprocess
 import sys
+import types
 import zipfile
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Mapping
 
 import pytest
 
@@ -137,3 +145,61 @@ def _read(wheel: Path, path: str) -> str:
 @lru_cache(maxsize=256)
 def _parse(wheel: Path, path: str) -> ast.Module:
     return ast.parse(_read(wheel, path), filename=path)
+
+
+# ----------------------------------------------------------------------------- whole modules, imported
+
+
+def extract(wheel: Path, dest: Path, *prefixes: str) -> Path:
+    """The ``.py`` members of ``wheel`` under any of ``prefixes`` (all when none), unpacked into ``dest``."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith(".py") and (not prefixes or n.startswith(prefixes))]
+        zf.extractall(dest, names)
+    return dest
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def __init__(self, root: Path, top: str):
+        self.root, self.top = root, top
+
+    def find_spec(self, name, path=None, target=None):
+        if name != self.top and not name.startswith(self.top + "."):
+            return None
+        rel = Path(*name.split("."))
+        folder, file = self.root / rel, (self.root / rel).with_suffix(".py")
+        if folder.is_dir():  # a package: its __init__ is not run
+            spec = importlib.machinery.ModuleSpec(name, _EmptyPackage(), is_package=True)
+            spec.submodule_search_locations = [str(folder)]
+            return spec
+        if file.is_file():
+            return importlib.util.spec_from_file_location(name, file)
+        return None
+
+
+class _EmptyPackage(importlib.abc.Loader):
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        pass
+
+
+@contextmanager
+def wheel_modules(root: Path, top: str, stubs: Mapping[str, Any] = {}) -> Iterator[Callable[[str], types.ModuleType]]:
+    """Import whole modules of a wheel extracted under ``root`` (:func:`extract`) by their real names, for code
+    that needs its module to exist (msgspec / pydantic resolve annotations through ``sys.modules``), without
+    running any package ``__init__`` (each package on the way is an empty module whose ``__path__`` is the
+    extracted folder); ``stubs`` stand in for the few modules an import needs that are not extracted.
+    ``with wheel_modules(root, "vllm", {"vllm.logger": stub}) as load: m = load("vllm.v1.spec_decode.metrics")``.
+    Everything added to ``sys.modules`` is removed on exit; the loaded objects stay usable."""
+    saved = {k: sys.modules.pop(k) for k in list(sys.modules) if k == top or k.startswith(top + ".")}
+    finder = _Finder(root, top)
+    sys.meta_path.insert(0, finder)
+    sys.modules.update(stubs)
+    try:
+        yield importlib.import_module
+    finally:
+        sys.meta_path.remove(finder)
+        for k in [k for k in sys.modules if k == top or k.startswith(top + ".")]:
+            del sys.modules[k]
+        sys.modules.update(saved)

@@ -42,9 +42,24 @@ def render_accept(result: AcceptResult, console: Console) -> None:
                       f"lossless: {lj['lossless']}", highlight=False)
     if result.server is not None:
         sv = result.server
-        console.print(f"[bold]server[/] {sv.kind} {sv.url}: accept length {_fmt(sv.accept_length)}"
+        steps = f", {sv.verify_steps} verifies" if sv.verify_steps is not None else ""
+        console.print(f"[bold]server[/] {sv.kind} {sv.url}: accept length {_fmt(sv.accept_length)} over the "
+                      f"{sv.requests} audited requests{steps}"
                       + (f", per-request mean {_fmt(sv.request_accept_length)}" if sv.request_accept_length is not None else "")
-                      + f" (simulated served: {_fmt(result.al('served'))})", highlight=False)
+                      + f" (simulated served: {_fmt(result.al('served'))})", highlight=False, markup=False)
+        if sv.per_position:
+            console.print("  per-position acceptance " + " ".join(f"{p:.2f}" for p in sv.per_position),
+                          highlight=False, markup=False)
+        if sv.continuations_equal is not None:
+            console.print(f"  {sv.continuations_equal} of {sv.requests} served outputs equal the target's greedy "
+                          "continuation here", highlight=False, markup=False)
+        if sv.lifetime_accept_length:
+            ranks = ", ".join(f"rank {i}: {_fmt(v)}" for i, v in enumerate(sv.lifetime_accept_length))
+            console.print(f"  server lifetime figure (/server_info, all traffic since start): {ranks}",
+                          highlight=False, markup=False)
+        for note in sv.notes:
+            if not note.startswith("lifetime:"):
+                console.print(f"  note: {note}", highlight=False, markup=False)
     color = "green" if result.verdict == "match" else "red"
     tr, sv_al = result.al("trained"), result.al("served")
     loss = f"{tr - sv_al:+.3f}" if tr is not None and sv_al is not None else "n/a"

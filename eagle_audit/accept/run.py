@@ -6,7 +6,7 @@ server. Returns a frozen :class:`AcceptResult`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 
@@ -20,7 +20,7 @@ from ..resolution import resolve_audit
 from ..states import State
 from .live import LiveResult, run_live
 from .runtime import DraftFlags, load_draft_model
-from .server import ServerReading, detect, read_server
+from .server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerOptions, ServerReading, detect, read_server
 from .simulate import AcceptStats, capture_cases, make_cases, simulate
 from .tree import max_tree_nodes
 
@@ -80,6 +80,9 @@ class AcceptOptions(AuditInputs):
     live: bool = False
     server: str | None = None
     server_kind: str = "auto"
+    server_api_key: str | None = None  # else the engine's usual environment variable (accept/server.py KEY_ENV)
+    server_timeout: float = DEFAULT_TIMEOUT  # seconds per request, connection to last byte
+    server_deadline: float = DEFAULT_DEADLINE  # seconds for the whole server reading
     prompt_ids: tuple[tuple[int, ...], ...] | None = None  # token ids given directly (library use, tokenizer-less targets)
 
 
@@ -147,7 +150,11 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     from ..target import load_target
 
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
-    server_kind = detect(opts.server.rstrip("/"), 10.0) if opts.server and opts.server_kind == "auto" else opts.server_kind
+    server_opts = None
+    if opts.server:  # checked before the target loads: a wrong URL or kind fails in seconds
+        server_opts = ServerOptions(opts.server, opts.server_kind, opts.server_api_key, opts.server_timeout,
+                                    opts.server_deadline)
+        server_opts = replace(server_opts, kind=detect(server_opts))
 
     say(f"loading target {opts.target}")
     target = load_target(opts.target, opts.device, opts.dtype, progress=say)
@@ -191,7 +198,11 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
             raise AuditError(f"--live: the served wiring cannot run ({failures['served']})")
         live = run_live(target, models["served"], cases, served.states, settings.num_steps, settings.max_new_tokens,
                         target_seconds, progress)
-    server = read_server(opts.server, prompt_ids, settings.max_new_tokens, server_kind) if opts.server else None
+    server = None
+    if server_opts is not None:
+        say(f"reading accept length from the {server_opts.kind} server {server_opts.url}")
+        server = read_server(server_opts, prompt_ids, settings.max_new_tokens,
+                             expected=[list(c.continuation) for c in cases], progress=progress)
     tr, sv = stats["trained"], stats["served"]
     bad = sv is None or (tr is not None and tr.accept_length is not None and sv.accept_length is not None
                          and tr.accept_length - sv.accept_length > opts.tolerance)

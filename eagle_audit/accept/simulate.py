@@ -13,9 +13,10 @@
    :func:`~eagle_audit.accept.tree.tree_accepts` (SGLang's beam expansion and pruning; the longest
    accepted root-to-node path).
 
-Accept length is SGLang's server-level figure: tokens gained per verify = accepted drafts + 1,
-excluding the prefill token; the per-request ``spec_accept_length`` (completion tokens / verifies,
-prefill token included) is kept beside it. The last verify of a sequence is cut at the end of the
+Accept length is tokens gained per verify = accepted drafts + 1, excluding the prefill token: over a
+set of SGLang requests, ``sum(meta_info.completion_tokens - 1) / sum(meta_info.spec_verify_ct)``
+(docs/server.md); the per-request ``spec_accept_length`` (completion tokens / verifies, prefill token
+included) is kept beside it. The last verify of a sequence is cut at the end of the
 continuation (EOS or ``max_new_tokens``), as the live loop cuts it.
 """
 

@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Annotated, Optional
 
 import typer
 
+from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from .common import (BuiltinRules, Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
                      Target, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge, out,
                      parse_ints, reporter, write_json)
+
+
+@contextmanager
+def server_hints():
+    """The library's server errors name no flag; here they get the hint that does."""
+    from ..accept.server import ServerAuthError, ServerTimeout
+
+    try:
+        yield
+    except ServerAuthError as e:
+        e.hint = ("give the server's key with --api-key (or set VLLM_API_KEY for vLLM, OPENAI_API_KEY for either); "
+                  "SGLang's admin-only endpoints need its --admin-api-key")
+        raise
+    except ServerTimeout as e:
+        e.hint = "raise --server-timeout (one request) or --server-deadline (the whole reading)"
+        raise
 
 
 def accept_rate(
@@ -31,6 +49,14 @@ def accept_rate(
     live: Annotated[bool, typer.Option("--live", help="Also run real draft-then-verify decoding (served wiring): tokens/s, speedup, lossless check.")] = False,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang or vLLM server to read accept length from, for the same prompts.")] = None,
     server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
+    api_key: Annotated[Optional[str], typer.Option(
+        "--api-key", help="Bearer token for a --server started with --api-key. Default: $VLLM_API_KEY then "
+        "$OPENAI_API_KEY for vLLM (the server itself reads VLLM_API_KEY), $OPENAI_API_KEY for SGLang (whose server "
+        "reads only --api-key). Never written to the JSON or the report.")] = None,
+    server_timeout: Annotated[float, typer.Option(
+        "--server-timeout", help="Seconds one --server request may take, connection to last byte.")] = DEFAULT_TIMEOUT,
+    server_deadline: Annotated[float, typer.Option(
+        "--server-deadline", help="Seconds the whole --server reading may take.")] = DEFAULT_DEADLINE,
     device: Device = "cpu",
     dtype: Dtype = "auto",
     builtin_rules: BuiltinRules = False,
@@ -63,9 +89,11 @@ def accept_rate(
                              trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
                              prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps,
                              topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
-                             tolerance=tolerance, live=live, server=server, server_kind=server_kind, device=device,
+                             tolerance=tolerance, live=live, server=server, server_kind=server_kind,
+                             server_api_key=api_key, server_timeout=server_timeout,
+                             server_deadline=server_deadline, device=device,
                              dtype=dtype, use_installed_engine=not builtin_rules, command=command_line(ctx))
-        with reporter(json_out) as (status, progress):
+        with reporter(json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
         if json_out != "-":
             render_accept(result, out)

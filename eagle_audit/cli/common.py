@@ -108,6 +108,9 @@ def default_inputs(target: str | None, draft: str | None) -> tuple[str, str]:
     return target, draft
 
 
+SECRET_PARAMS = {"api_key"}  # never echoed into a result's provenance
+
+
 def command_line(ctx: typer.Context) -> str:
     """The command that reproduces this invocation: every option that differs from its default."""
     import shlex
@@ -122,7 +125,7 @@ def command_line(ctx: typer.Context) -> str:
             if flag:
                 parts.append(flag)
         else:
-            parts += [param.opts[0], str(value)]
+            parts += [param.opts[0], "<redacted>" if param.name in SECRET_PARAMS else str(value)]
     return shlex.join(parts)
 
 

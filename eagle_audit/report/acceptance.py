@@ -74,11 +74,17 @@ def accept_view(acc: Mapping) -> AcceptView:
     if number(server_raw.get("accept_length")) is not None:
         who = " ".join(str(x) for x in (server_raw.get("kind"), server_raw.get("url")) if x) or str(
             server_raw.get("source") or "server")
-        server = (float(server_raw["accept_length"]), who)
+        n = number(server_raw.get("requests"))
+        scope = f" over the {n:g} audited requests" if n is not None else ""
+        lifetime = [number(v) for v in server_raw.get("lifetime_accept_length") or [] if number(v) is not None] \
+            if isinstance(server_raw.get("lifetime_accept_length"), list) else []
+        context = ("; the server's lifetime figure (all its traffic since start, not this audit): "
+                   + ", ".join(f"{v:.2f}" for v in lifetime)) if lifetime else ""
+        server = (float(server_raw["accept_length"]), who + scope + context)
         short = f"server ({server_raw['kind']})" if server_raw.get("kind") else (
             f"server ({who})" if len(who) <= 22 else "server")
         items.append((short, server[0], figures.WIRING_COLOURS["server"],
-                      f"measured by the server {who}: {server[0]:.3f}"
+                      f"measured by the server {who}{scope}: {server[0]:.3f}"
                       + (f" ({server_raw['source']})" if server_raw.get("source") else "")))
     positions = []
     for k, rates in as_dict(acc.get("per_position")).items():

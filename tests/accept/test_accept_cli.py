@@ -102,3 +102,36 @@ def test_tree_mode_runs(tiny_target_dir, tiny_canary):
 
 def test_train_canary_bad_boundaries(tiny_target_dir, tmp_path):
     _one_line_error(_run("train-canary", "-t", tiny_target_dir, "--boundaries", "0,3,99", "--out", tmp_path / "c"))
+
+
+def test_server_through_the_cli(tiny_target_dir, tiny_canary, tmp_path):
+    """--server with --api-key: the reading lands in the JSON and the report, the key nowhere; a reply of the
+    wrong shape is one line, exit 2."""
+    from fake_engines import FakeSGLang
+
+    class Broken(FakeSGLang):
+        broken = False
+
+        def generate(self, ids, sp, rank=None):
+            out = super().generate(ids, sp, rank)
+            return {**out, "meta_info": "?"} if self.broken else out
+
+    fake = Broken(steps=3, api_key="s3cret")
+    fake.start()
+    try:
+        common = ["accept-rate", "-t", tiny_target_dir, "-d", tiny_canary, "--trained-boundaries", "1,3,5",
+                  "--max-prompts", 2, "--max-new-tokens", 8, "--server", fake.url, "--api-key", "s3cret"]
+        res = _run(*common, "--json", tmp_path / "r.json", "--report", tmp_path / "rep")
+        assert res.exit_code == 0, res.output
+        data = json.loads((tmp_path / "r.json").read_text())
+        assert data["server"]["kind"] == "sglang" and data["server"]["requests"] == 2
+        assert data["server"]["accept_length"] > 1 and data["server"]["key_source"] == "option"
+        assert "--api-key '<redacted>'" in data["provenance"]["command"]
+        for p in [tmp_path / "r.json", *(tmp_path / "rep").iterdir()]:
+            assert "s3cret" not in p.read_text()
+        assert "over the 2 audited requests" in " ".join(res.output.split())
+        fake.broken = True
+        text = _one_line_error(_run(*common))
+        assert "meta_info" in text and len(text.splitlines()) <= 2
+    finally:
+        fake.stop()

@@ -55,7 +55,7 @@ def test_merged_markdown_has_accept_lengths(demo_result, make_accept_rate):
     md = render_markdown(merge(demo_result, acc))
     assert "#### Acceptance" in md
     assert "| trained | 3.42 |" in md and "| served | 1.37 |" in md
-    assert "| server (sglang http://127.0.0.1:30000) | 1.41 |" in md and "| live decoding (served) | 1.36 |" in md
+    assert "| server (sglang http://127.0.0.1:30000 over the 8 audited requests) | 1.41 |" in md and "| live decoding (served) | 1.36 |" in md
     assert "| acceptance rate at draft position | 1 | 2 | 3 | 4 | 5 |" in md
     assert "| served | 0.28 | 0.07 | 0.02 | 0.00 | 0.00 |" in md
     assert "| slot 0 (B2 → B0) | 1.52 |" in md
