@@ -203,6 +203,10 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
         say(f"reading accept length from the {server_opts.kind} server {server_opts.url}")
         server = read_server(server_opts, prompt_ids, settings.max_new_tokens,
                              expected=[list(c.continuation) for c in cases], progress=progress)
+        differs = server.drafting_differs(settings.num_steps, settings.topk, settings.num_draft_tokens)
+        if differs:
+            server = replace(server, notes=server.notes + (differs,))
+            notes.append(f"server: {differs}")
     tr, sv = stats["trained"], stats["served"]
     bad = sv is None or (tr is not None and tr.accept_length is not None and sv.accept_length is not None
                          and tr.accept_length - sv.accept_length > opts.tolerance)

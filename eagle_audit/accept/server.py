@@ -96,11 +96,29 @@ class ServerReading:
     lifetime_accept_length: tuple[float | None, ...] = ()  # SGLang /server_info, one per DP rank (context)
     other_traffic: bool | None = None  # vLLM: other clients' requests moved the counters
     key_source: str | None = None  # where the API key came from ("option", an env variable name), never the key
+    drafting: Mapping[str, Any] = field(default_factory=dict)  # how the server drafts, as far as it says
     notes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         out = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        out["drafting"] = dict(self.drafting)
         return out
+
+    def drafting_differs(self, num_steps: int, topk: int, num_draft_tokens: int) -> str | None:
+        """A note when the server drafts otherwise than the simulation (then the figures do not compare)."""
+        d = self.drafting
+        if self.kind == "sglang":
+            theirs = (d.get("num_steps"), d.get("eagle_topk"), d.get("num_draft_tokens"))
+            if None in theirs or theirs == (num_steps, topk, num_draft_tokens):
+                return None
+            return (f"the server drafts num_steps {theirs[0]}, topk {theirs[1]}, num_draft_tokens {theirs[2]}; the "
+                    f"simulation ran {num_steps}, {topk}, {num_draft_tokens}: rerun it with the server's settings "
+                    "to compare the two")
+        k = d.get("num_speculative_tokens")
+        if k is None or (topk == 1 and k == num_steps):
+            return None
+        return (f"the server drafts {k} tokens per step (chain); the simulation ran num_steps {num_steps}, topk {topk}: "
+                "rerun it with the server's settings to compare the two")
 
 
 @dataclass(frozen=True)
@@ -378,7 +396,10 @@ def _sglang(http_: _Http, prompts: Sequence[Sequence[int]], max_new: int,
                               "it reports no per-request acceptance")
         raise ServerError(f"{said}: speculative decoding is off on this server",
                           hint="start it with --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT")
-    lifetime = _sglang_lifetime(http_)
+    info = _server_info(http_)
+    lifetime = _sglang_lifetime(info)
+    drafting = {k: info[f"speculative_{k}"] for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
+                if isinstance(info.get(f"speculative_{k}"), (str, int)) and not isinstance(info.get(f"speculative_{k}"), bool)}
     notes = []
     if lifetime:
         notes.append("lifetime: /server_info internal_states[].avg_spec_accept_length, one per DP rank, since start "
@@ -389,7 +410,7 @@ def _sglang(http_: _Http, prompts: Sequence[Sequence[int]], max_new: int,
         "sum(meta_info.completion_tokens - 1) / sum(meta_info.spec_verify_ct) over the audited requests",
         per_position=_positions(hist, None), histogram=tuple(hist), verify_steps=verifies, tokens=tokens,
         continuations_equal=equal if expected is not None else None, lifetime_accept_length=lifetime,
-        notes=tuple(notes))
+        drafting=drafting, notes=tuple(notes))
 
 
 def _server_info(http_: _Http) -> Mapping:
@@ -405,9 +426,9 @@ def _server_info(http_: _Http) -> Mapping:
     return info if isinstance(info, Mapping) else {}
 
 
-def _sglang_lifetime(http_: _Http) -> tuple[float | None, ...]:
+def _sglang_lifetime(info: Mapping) -> tuple[float | None, ...]:
     """``avg_spec_accept_length`` of every DP rank (None where the rank has not folded a figure yet)."""
-    states = _server_info(http_).get("internal_states")
+    states = info.get("internal_states")
     if not isinstance(states, list):
         return ()
     out = []
@@ -542,11 +563,13 @@ def _vllm(http_: _Http, prompts: Sequence[Sequence[int]], max_new: int,
     steps = [k for k in after if k.startswith(PER_POS + "[")]
     by_pos = sorted(((int(k[len(PER_POS) + 1:-1]), k) for k in steps if k[len(PER_POS) + 1:-1].isdigit()))
     per_pos = tuple((after[k] - before.get(k, 0.0)) / d for _, k in by_pos) if d > 0 else ()
+    drafting = {"num_speculative_tokens": len(by_pos)} if by_pos else {}  # one per-position counter each
     return ServerReading(
         http_.url, "vllm", 1 + acc / d if d > 0 else None, None, len(prompts),
         "1 + d(vllm:spec_decode_num_accepted_tokens_total) / d(vllm:spec_decode_num_drafts_total) over the run",
         per_position=per_pos, verify_steps=int(d), tokens=int(d + acc) if d > 0 else None,
-        continuations_equal=equal if expected is not None else None, other_traffic=other, notes=tuple(notes))
+        continuations_equal=equal if expected is not None else None, other_traffic=other, drafting=drafting,
+        notes=tuple(notes))
 
 
 # ----------------------------------------------------------------------------- entry point

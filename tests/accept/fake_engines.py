@@ -262,7 +262,10 @@ class FakeSGLang(_Served):
                     s["avg_spec_accept_length"] = life
                 states.append(s)
             return h.send(200, {"model_path": "toy", "speculative_algorithm": "EAGLE3" if self.spec else None,
-                                "speculative_num_steps": self.steps, "internal_states": states,
+                                "speculative_num_steps": self.steps if self.spec else None,
+                                "speculative_eagle_topk": 1 if self.spec else None,
+                                "speculative_num_draft_tokens": self.steps + 1 if self.spec else None,
+                                "internal_states": states,
                                 "version": "0.5.23", "frontend": "python"})
         if method == "GET" and path in ("/health", "/health_generate"):
             return h.send(200, b"", "text/plain")

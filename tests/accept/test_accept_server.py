@@ -65,7 +65,8 @@ def vllm_metrics(vllm_wheel, tmp_path_factory):
 
     root = extract(vllm_wheel, tmp_path_factory.mktemp("vllm"), "vllm/v1/spec_decode/metrics.py",
                    "vllm/v1/metrics/utils.py", "vllm/entrypoints/openai/completion/protocol.py",
-                   "vllm/config/model.py", "vllm/entrypoints/serve/middleware/authenticate.py")
+                   "vllm/config/model.py", "vllm/entrypoints/serve/middleware/authenticate.py",
+                   "vllm/v1/metrics/loggers.py")
     stubs = {"vllm.config": types.SimpleNamespace(SpeculativeConfig=object),
              "vllm.logger": types.SimpleNamespace(init_logger=logging.getLogger)}
     with wheel_modules(root, "vllm", stubs) as load:
@@ -96,6 +97,18 @@ def test_sglang_measures_the_audited_requests_only(serve):
     # the lifetime figure is context: one per DP rank, mixing warm-up and other traffic
     assert len(r.lifetime_accept_length) == 2 and all(v is not None for v in r.lifetime_accept_length)
     assert all(abs(v - r.accept_length) > 1e-6 for v in r.lifetime_accept_length)
+
+
+def test_drafting_settings_that_differ_are_noted(serve, vllm_metrics):
+    sg = serve(FakeSGLang(steps=5))
+    r = read_server(ServerOptions(sg.url), PROMPTS[:1], MAX_NEW)
+    assert r.drafting == {"algorithm": "EAGLE3", "num_steps": 5, "eagle_topk": 1, "num_draft_tokens": 6}
+    assert r.drafting_differs(5, 1, 6) is None
+    assert "num_steps 5, topk 1, num_draft_tokens 6; the simulation ran 3, 1, 4" in r.drafting_differs(3, 1, 4)
+    vl = serve(vllm(vllm_metrics, steps=2, lag=0))
+    r = read_server(ServerOptions(vl.url), PROMPTS[:1], MAX_NEW)
+    assert r.drafting == {"num_speculative_tokens": 2} and r.drafting_differs(2, 1, 3) is None
+    assert "the server drafts 2 tokens per step" in r.drafting_differs(3, 1, 4)
 
 
 def test_sglang_histogram_gives_per_position(serve):
@@ -294,6 +307,22 @@ def test_vllm_sampling_keys_read_from_the_wheel(vllm_metrics):
                                                                          if k != "temperature"}
     auth = (vllm_metrics.root / "vllm/entrypoints/serve/middleware/authenticate.py").read_text()
     assert 'GUARDED_PREFIX = ("/v1", "/v2", "/inference", "/cohere")' in auth
+
+
+def test_traffic_counters_read_from_the_wheel(vllm_metrics):
+    """The names and label sets the other-traffic check reads (and the fake serves) are PrometheusStatLogger's."""
+    import ast
+
+    tree = ast.parse((vllm_metrics.root / "vllm/v1/metrics/loggers.py").read_text())
+    found = {}
+    for call in ast.walk(tree):
+        kw = {k.arg: k.value for k in getattr(call, "keywords", [])} if isinstance(call, ast.Call) else {}
+        if isinstance(kw.get("name"), ast.Constant):
+            found[kw["name"].value] = ast.unparse(kw["labelnames"]) if "labelnames" in kw else None
+    assert found["vllm:request_success"] == "labelnames + ['finished_reason']"
+    assert found["vllm:generation_tokens"] == found["vllm:num_requests_running"] == "labelnames"
+    assert found["vllm:num_requests_waiting"] == "labelnames"
+    assert "labelnames = ['model_name', 'engine']" in ast.unparse(tree)
 
 
 @pytest.fixture(scope="session")
