@@ -426,6 +426,11 @@ def test_the_whole_reading_has_a_deadline(serve):
         read_server(ServerOptions(fake.url, "sglang", timeout=10, deadline=1.0), PROMPTS * 2, MAX_NEW)
 
 
+def test_bad_kind_is_refused():
+    with pytest.raises(AuditError, match="server kind 'tgi': must be one of auto, sglang, vllm"):
+        ServerOptions("http://127.0.0.1:1", "tgi")
+
+
 @pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf")])
 def test_bad_deadlines_are_refused(timeout):
     with pytest.raises(AuditError, match="finite number of seconds"):
