@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-import torch
-
 from .diagnose import SlotStats, check_target_fit, diagnose
 from .draft import read_draft
 from .fix import plan_fix
@@ -46,26 +44,31 @@ class LayersOptions(AuditInputs):
     scan: bool = True
 
 
-@torch.inference_mode()
 def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], served: tuple[State, ...],
             reachable: tuple[int, int], scan: bool, progress: Callable | None = None
             ) -> tuple[dict[int, SlotStats], Heatmap | None, int]:
     """Token-mean cosine of each trained state against its served state (and, with ``scan``, every state)."""
+    import torch
+
     from .capture import capture_states
 
     n = target.info.num_layers
     columns = all_states(n) if scan else tuple(sorted(set(trained) | set(served)))
-    sums = torch.zeros(len(trained), len(columns), dtype=torch.float64)
+    sums = None  # [trained, columns] float64, on the device of the captures (one copy back at the end)
     tokens = 0
-    for i, ids in enumerate(prompts_ids):
-        caps = capture_states(target, torch.tensor([ids]), columns)
-        for r, t in enumerate(trained):
-            ref = caps[t][0].float()  # [pos, hidden]
-            for c, col in enumerate(columns):
-                sums[r, c] += torch.nn.functional.cosine_similarity(ref, caps[col][0].float().to(ref.device), dim=-1).sum().item()
-        tokens += len(ids)
-        if progress:
-            progress(i + 1, len(prompts_ids))
+    with torch.inference_mode():
+        for i, ids in enumerate(prompts_ids):
+            caps = capture_states(target, torch.tensor([ids]), columns)
+            dev = caps[trained[0]].device if trained else torch.device("cpu")
+            cols = torch.stack([caps[c][0].to(dev, torch.float32) for c in columns])  # [columns, pos, hidden]
+            cols = torch.nn.functional.normalize(cols, dim=-1, eps=1e-8)
+            refs = cols[[columns.index(t) for t in trained]]  # [trained, pos, hidden]: trained states are columns
+            part = torch.einsum("rph,cph->rc", refs, cols).double()  # [trained, columns]: summed over positions
+            sums = part if sums is None else sums + part
+            tokens += len(ids)
+            if progress:
+                progress(i + 1, len(prompts_ids))
+    sums = sums.cpu() if sums is not None else torch.zeros(len(trained), len(columns), dtype=torch.float64)
     means = sums / max(tokens, 1)
     index = {s: c for c, s in enumerate(columns)}
     stats = {}

@@ -35,10 +35,11 @@ def engine_convention(name: str, use_installed: bool, notes: list[str]) -> Conve
 def provenance(*, command: str | None, engine: Convention, trainer: Convention | None, target, prompts: str | None,
                num_prompts: int, tokens: int, notes: list[str], static: bool = False) -> dict[str, Any]:
     """The provenance block shared by every result schema. ``target`` is a LoadedTarget or None (static)."""
-    import torch
+    import sys
 
+    torch = sys.modules.get("torch")  # a static audit never imports torch: read its version from the metadata
     return {
-        "eagle_audit": __version__, "torch": torch.__version__, "transformers": package_version("transformers"),
+        "eagle_audit": __version__, "torch": torch.__version__ if torch else package_version("torch"), "transformers": package_version("transformers"),
         "python": platform.python_version(), "command": command,
         "engine_rules": engine.to_json(), "trainer_rules": trainer.to_json() if trainer else None,
         "device": target.device if target else None, "dtype": target.dtype if target else None,

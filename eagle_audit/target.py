@@ -146,7 +146,55 @@ def text_config(config):
     return get() if get else config
 
 
+def _config_file(target: str) -> Path | None:
+    """The config.json a target is described by: its own, or its GGUF's safetensors cache (None: none yet)."""
+    directory, gguf_name = _resolve_dir(target)
+    path = (_gguf_cache(directory / gguf_name) if gguf_name else directory) / "config.json"
+    return path if path.is_file() else None
+
+
+#: Model types whose config classes carry a default ``first_k_dense_replace`` that a saved config.json
+#: may leave out (transformers writes only non-default values); their info needs the config class.
+_DENSE_PREFIX_TYPES = ("deepseek", "kimi")
+
+
+def _info_from_json(target: str, path: Path) -> TargetInfo | None:
+    """TargetInfo from config.json alone (no transformers, no torch), or None when the file leaves out
+    something only the config class knows (a default, an attribute alias)."""
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(raw, dict):
+        return None
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    n, h, v = (text.get(k) for k in ("num_hidden_layers", "hidden_size", "vocab_size"))
+    archs = raw.get("architectures") or []
+    model_type = raw.get("model_type")
+    text_type = str(text.get("model_type") or model_type or "")
+    if not (isinstance(n, int) and isinstance(h, int) and isinstance(v, int) and archs and model_type):
+        return None
+    if "first_k_dense_replace" not in text and any(t in text_type for t in _DENSE_PREFIX_TYPES):
+        return None
+    return TargetInfo(name=str(target), source=str(target), architecture=str(archs[0]), model_type=str(model_type),
+                      num_layers=n, hidden_size=h, vocab_size=v, config_sha256=file_hash(path),
+                      first_k_dense_replace=text.get("first_k_dense_replace"))
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
 def target_info(target: str, config=None) -> TargetInfo:
+    """What the audit needs to know about ``target``, read from its config.json where that suffices
+    (fast: no torch), else through the transformers config class. ``config_sha256`` is the sha256 of
+    the config.json bytes (as for drafts); only a GGUF never converted has none, and then hashes the
+    transformers config read from the GGUF header."""
+    path = _config_file(target)
+    if path is not None and config is None:
+        info = _info_from_json(target, path)
+        if info is not None:
+            return info
     config = config if config is not None else read_config(target)
     tc = text_config(config)
     archs = getattr(config, "architectures", None) or []
@@ -157,7 +205,7 @@ def target_info(target: str, config=None) -> TargetInfo:
         raise UnknownArchitecture(f"{target}: config has no num_hidden_layers/hidden_size (model_type {config.model_type!r})")
     return TargetInfo(name=str(target), source=str(target), architecture=arch, model_type=config.model_type,
                       num_layers=int(n), hidden_size=int(h), vocab_size=int(getattr(tc, "vocab_size", 0) or 0),
-                      config_sha256=config_hash(config),
+                      config_sha256=file_hash(path) if path is not None else config_hash(config),
                       first_k_dense_replace=getattr(tc, "first_k_dense_replace", None))
 
 
@@ -256,6 +304,8 @@ def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_ma
     kwargs: dict = {"dtype": torch_dtype}
     if device_map:
         kwargs["device_map"] = device_map
+    elif device != "cpu":
+        kwargs["device_map"] = {"": device}  # weights straight onto the GPU, not through a CPU copy
     try:
         model = _load_model(directory, config, kwargs)
     except (OSError, ValueError, RuntimeError, SafetensorError) as e:  # SafetensorError: truncated/corrupt file

@@ -9,9 +9,9 @@ import typer
 
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (BuiltinRules, Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
-                     Target, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge, out,
-                     parse_ints, reporter, write_json)
+from .common import (BuiltinRules, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
+                     Target, Threads, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge,
+                     out, parse_ints, reporter, use_threads, write_json)
 
 
 @contextmanager
@@ -57,8 +57,11 @@ def accept_rate(
         "--server-timeout", help="Seconds one --server request may take, connection to last byte.")] = DEFAULT_TIMEOUT,
     server_deadline: Annotated[float, typer.Option(
         "--server-deadline", help="Seconds the whole --server reading may take.")] = DEFAULT_DEADLINE,
+    gen_batch: Annotated[int, typer.Option("--gen-batch", min=1, help="Prompts the target continues together (left-padded, one KV cache); 1 = one at a time. --live always generates one at a time.")] = 16,
     device: Device = "cpu",
     dtype: Dtype = "auto",
+    device_map: DeviceMap = None,
+    threads: Threads = None,
     builtin_rules: BuiltinRules = False,
     json_out: JsonOut = None,
     report: ReportDir = None,
@@ -81,6 +84,7 @@ def accept_rate(
     Exit codes: 0 served is within --tolerance of trained, 1 served loses more, 2 bad input.
     """
     with error_edge():
+        use_threads(threads)
         from ..accept.render import render_accept
         from ..accept.run import AcceptOptions, run_accept
 
@@ -92,7 +96,7 @@ def accept_rate(
                              tolerance=tolerance, live=live, server=server, server_kind=server_kind,
                              server_api_key=api_key, server_timeout=server_timeout,
                              server_deadline=server_deadline, device=device,
-                             dtype=dtype, use_installed_engine=not builtin_rules, command=command_line(ctx))
+                             dtype=dtype, gen_batch=gen_batch, device_map=device_map, use_installed_engine=not builtin_rules, command=command_line(ctx))
         with reporter(json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
         if json_out != "-":

@@ -42,7 +42,17 @@ DeviceMap = Annotated[Optional[str], typer.Option("--device-map", help="'auto' t
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Write the result as JSON to FILE, or '-' for stdout (then no table).")]
 BuiltinRules = Annotated[bool, typer.Option(
     "--builtin-rules", help="Use the built-in engine rules even if the engine is installed.")]
+Threads = Annotated[Optional[int], typer.Option(
+    "--threads", min=1, help="CPU threads for torch. Default: OMP_NUM_THREADS if set, else the physical cores this "
+    "process may use less the 1-minute load average, at least 1 (no oversubscription on a busy machine).")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write JSON, HTML and Markdown reports into DIR (e.g. reports/).")]
+
+
+def use_threads(threads: int | None) -> int:
+    """Apply ``--threads`` (or the default) before anything imports torch."""
+    from ..threads import set_threads
+
+    return set_threads(threads)
 
 
 def parse_ints(text: str | None, what: str) -> tuple[int, ...] | None:

@@ -13,8 +13,8 @@ from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..fix import merge_patch
 from ..render import render_layers
 from .common import (BuiltinRules, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts,
-                     ReportDir, Target, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err,
-                     error_edge, out, parse_ints, reporter, write_json)
+                     ReportDir, Target, Threads, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err,
+                     error_edge, out, parse_ints, reporter, use_threads, write_json)
 
 
 def layers(
@@ -31,6 +31,7 @@ def layers(
     device: Device = "cpu",
     dtype: Dtype = "auto",
     device_map: DeviceMap = None,
+    threads: Threads = None,
     static: Annotated[bool, typer.Option("--static", help="Config-level checks only: no target weights are loaded.")] = False,
     scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
     builtin_rules: BuiltinRules = False,
@@ -51,6 +52,7 @@ def layers(
     Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input.
     """
     with error_edge():
+        use_threads(threads)
         target, draft = default_inputs(target, draft)
         opts = LayersOptions(target=target, draft=draft, engine=engine, trainer=trainer,
                              trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),

@@ -18,11 +18,15 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
 def _root() -> None:
     """Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines."""
     import os
+    import sys
 
     if not os.environ.get("EAGLE_AUDIT_DEBUG"):  # eagle-audit reports problems itself, one line each
-        from transformers.utils import logging as hf_logging
+        if "transformers" in sys.modules:
+            from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()
+            hf_logging.set_verbosity_error()
+        else:  # read when transformers is first imported; importing it here would cost --help a second
+            os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 
 app.command("layers")(layers)

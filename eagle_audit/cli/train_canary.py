@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import EXIT_OK
-from .common import JsonOut, Prompts, Target, err, error_edge, out, write_json
+from .common import JsonOut, Prompts, Target, Threads, err, error_edge, out, use_threads, write_json
 
 
 def train_canary(
@@ -22,7 +22,7 @@ def train_canary(
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2)] = 256,
     lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up then cosine).")] = 2e-3,
     seed: Annotated[int, typer.Option("--seed", help="Seed for initialisation and batch order.")] = 0,
-    threads: Annotated[Optional[int], typer.Option("--threads", help="torch CPU threads.")] = None,
+    threads: Threads = None,
     device: Annotated[str, typer.Option("--device", help="Where the target generates and the draft trains: cpu or cuda[:i].")] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype", help="Training precision: float32, or bfloat16 (bf16 autocast on CUDA, float32 master weights).")] = "float32",
     json_out: JsonOut = None,
@@ -39,16 +39,13 @@ def train_canary(
       eagle-audit train-canary -t ./Llama-3.2-1B --boundaries 2,8,13 --out ./canary --prompts mt_bench.jsonl
     """
     with error_edge():
-        import torch
-
+        use_threads(threads)
         from ..accept.canary import CanaryOptions, train_canary as train
         from ..prompts import encode, load_prompts
         from ..states import parse_states
         from ..errors import AuditError
         from ..target import default_target, load_target
 
-        if threads:
-            torch.set_num_threads(threads)
         if dtype not in ("float32", "bfloat16"):
             raise AuditError(f"--dtype: {dtype!r} is not float32 or bfloat16")
         tgt = load_target(target or default_target(), device=device, progress=lambda m: err.print(f"[dim]{m}[/]"))
