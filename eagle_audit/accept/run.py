@@ -84,6 +84,8 @@ class AcceptOptions(AuditInputs):
     server_timeout: float = DEFAULT_TIMEOUT  # seconds per request, connection to last byte
     server_deadline: float = DEFAULT_DEADLINE  # seconds for the whole server reading
     prompt_ids: tuple[tuple[int, ...], ...] | None = None  # token ids given directly (library use, tokenizer-less targets)
+    gen_batch: int = 16  # prompts the target continues together (1: one at a time; --live always runs one at a time)
+    device_map: str | None = None  # "auto": the target split over the visible GPUs (accelerate)
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,9 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
         server_opts = replace(server_opts, kind=detect(server_opts))
 
     say(f"loading target {opts.target}")
-    target = load_target(opts.target, opts.device, opts.dtype, progress=say)
+    if opts.gen_batch < 1:
+        raise AuditError(f"gen_batch: must be >= 1, got {opts.gen_batch}")
+    target = load_target(opts.target, opts.device, opts.dtype, opts.device_map, progress=say)
     info = target.info
     aux = check_target_fit(spec, info)
     res, trainer = resolve_audit(spec, info, engine, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
@@ -171,7 +175,9 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     if not prompt_ids or any(len(p) < 2 for p in prompt_ids):
         raise AuditError("prompts: every prompt needs at least 2 tokens")
     say(f"target generates greedy continuations of {len(prompt_ids)} prompts")
-    cases, target_seconds = make_cases(target, prompt_ids, settings.max_new_tokens, progress)
+    # --live compares against the target alone on one prompt at a time, so its baseline is generated that way
+    cases, target_seconds = make_cases(target, prompt_ids, settings.max_new_tokens, progress,
+                                       1 if opts.live else opts.gen_batch)
     wirings = {"trained": trained.states, "served": served.states}
     failures = {k: f"feeds {len(st)} state(s); the draft's fc takes {aux}: the engine fails at the first draft forward"
                 for k, st in wirings.items() if len(st) != aux}

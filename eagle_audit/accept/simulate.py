@@ -32,7 +32,7 @@ from ..states import State
 from .rollout import rollout
 from .runtime import Eagle3Draft
 from .tree import draft_trees, tree_accepts, walk_accepts
-from .targetrun import aux_of, eos_ids, greedy_generate, teacher_states
+from .targetrun import aux_of, eos_ids, greedy_generate, greedy_generate_batch, teacher_states
 
 
 @dataclass(frozen=True)
@@ -66,18 +66,27 @@ class AcceptStats:
 
 
 def make_cases(target, prompts_ids: Sequence[Sequence[int]], max_new: int,
-               progress: Callable[[int, int], None] | None = None) -> tuple[list[Case], float]:
-    """The target's greedy continuations, and the seconds they took (the target-alone baseline)."""
+               progress: Callable[[int, int], None] | None = None, batch: int = 1) -> tuple[list[Case], float]:
+    """The target's greedy continuations, and the seconds they took (the target-alone baseline).
+    ``batch`` > 1 generates that many prompts together (:func:`greedy_generate_batch`; prompts of
+    similar length share a batch); the seconds are then the batch's, not one prompt's alone."""
     eos = eos_ids(target)
-    cases, seconds = [], 0.0
-    for i, p in enumerate(prompts_ids):
+    conts: dict[int, list[int]] = {}
+    seconds = 0.0
+    order = sorted(range(len(prompts_ids)), key=lambda i: (len(prompts_ids[i]), i)) if batch > 1 else \
+        list(range(len(prompts_ids)))
+    for b in range(0, len(order), max(1, batch)):
+        idx = order[b:b + max(1, batch)]
         t0 = time.perf_counter()
-        cont = greedy_generate(target, list(p), max_new, eos)
+        if len(idx) == 1:
+            outs = [greedy_generate(target, list(prompts_ids[idx[0]]), max_new, eos)]
+        else:
+            outs = greedy_generate_batch(target, [prompts_ids[i] for i in idx], max_new, eos)
         seconds += time.perf_counter() - t0
-        cases.append(Case(tuple(p), tuple(cont)))
+        conts.update(zip(idx, outs))
         if progress:
-            progress(i + 1, len(prompts_ids))
-    return cases, seconds
+            progress(len(conts), len(prompts_ids))
+    return [Case(tuple(p), tuple(conts[i])) for i, p in enumerate(prompts_ids)], seconds
 
 
 def capture_cases(target, cases: Sequence[Case], states: Sequence[State]) -> list[dict[State, torch.Tensor]]:

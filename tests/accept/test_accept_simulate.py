@@ -57,3 +57,42 @@ def test_canary_config_records_wiring(tiny_canary):
     assert cfg["eagle_audit_canary"]["trained_boundaries"] == list(TINY_BOUNDARIES)
     assert spec.vocab.d2t_in_t2d and spec.layout == "sglang" and spec.fc_in == 3 * spec.hidden_size
     assert any(n.startswith("midlayer.") for n in spec.weight_names)
+
+
+# ---------------------------------------------------------------------------- batched generation
+
+
+def _check_batched_equals_one_at_a_time(target, prompts, max_new):
+    from eagle_audit.accept.targetrun import greedy_generate, greedy_generate_batch
+
+    single = [greedy_generate(target, p, max_new, set()) for p in prompts]
+    assert greedy_generate_batch(target, prompts, max_new, set()) == single
+    # an EOS inside row 0's continuation: that row stops there (EOS kept), the others run on
+    stop = max(single[0].index(t) for t in single[0])  # the latest first occurrence of a token in row 0
+    eos = {single[0][stop]}
+    single_eos = [greedy_generate(target, p, max_new, eos) for p in prompts]
+    assert single_eos[0] == single[0][:stop + 1]
+    assert greedy_generate_batch(target, prompts, max_new, eos) == single_eos
+    cases, _ = make_cases(target, prompts, max_new, batch=3)
+    assert [list(c.continuation) for c in cases] == [greedy_generate(target, p, max_new) for p in prompts]
+    assert [list(c.prompt) for c in cases] == prompts
+
+
+def test_batched_generation_equals_one_at_a_time(tiny_target):
+    """Left padding (prompts of 4..11 tokens), one cache, position ids from each prompt's first token."""
+    _check_batched_equals_one_at_a_time(tiny_target, tiny_prompts(8, seed=5), 16)
+
+
+def test_batched_generation_other_architectures(tiny_targets, arch_key):
+    import torch
+
+    from eagle_audit.target import load_target
+
+    target = load_target(str(tiny_targets[arch_key]))
+    with torch.no_grad():  # peaked logits: greedy choices far from ties, as a trained model's mostly are
+        for p in target.model.parameters():
+            if p.dim() == 2:
+                p.mul_(4.0)
+    g = torch.Generator().manual_seed(1)
+    prompts = [torch.randint(0, 256, (3 + 2 * i,), generator=g).tolist() for i in range(5)]
+    _check_batched_equals_one_at_a_time(target, prompts, 10)
