@@ -283,7 +283,10 @@ def test_demo_with_no_arguments(cli, smollm2_path, audit_cache):
     assert "LAYER_OFFSET slot 1" in text and "LAYER_OFFSET slot 2" in text
     assert f'{{"eagle_config": {{"{NESTED_KEY}": [-1, 2, 15]}}}}' in text
     assert "verdict: mismatch" in text
-    assert (audit_cache / "demo-draft-v1" / "config.json").is_file()
+    from eagle_audit.demo import DEMO_DIR
+
+    assert f"draft {DEMO_DIR}" in " ".join(res.stdout.split())  # the shipped draft, read where it is installed
+    assert not (audit_cache / "demo-draft-v2").exists()  # nothing written for it
 
 
 def test_demo_as_json(cli, smollm2_path):

@@ -64,6 +64,7 @@ class CanaryOptions:
     val_fraction: float = 0.0  # sequences held out for early stopping (best validation loss is kept)
     device: str | None = None  # training device (None: the target's); generation runs on the target's
     dtype: str = "float32"  # "bfloat16": bf16 autocast on CUDA (float32 master weights)
+    intermediate_size: int | None = None  # draft MLP width (None: the target's); smaller = a smaller checkpoint
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ def generate_data(target, prompts: Sequence[Sequence[int]], states: tuple[State,
     The teacher distribution is later ``softmax(final @ lm_head[draft vocab].T)``: exact for targets
     whose logits are the head applied to the final-norm output (Llama family; no soft-capping)."""
     from ..capture import capture
-    from .targetrun import _cache_kw, new_cache
+    from .targetrun import _cache_kw, decode_attention, new_cache
 
     model, dev, eos = target.model, target.input_device, eos_ids(target)
     pad = min(eos) if eos else 0
@@ -122,7 +123,7 @@ def generate_data(target, prompts: Sequence[Sequence[int]], states: tuple[State,
     out: dict[int, Sample] = {}
     t0 = time.perf_counter()
     try:
-        with capture(target.stack, states, stop_early=False) as store:
+        with capture(target.stack, states, stop_early=False) as store, decode_attention():
             def forward(ids, mask, pos, cache):
                 box.clear()
                 logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
@@ -271,7 +272,8 @@ def train_canary(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, 
     seqs = [d.ids for d in data]
     used = choose_vocab(seqs, opts.draft_vocab)
     arch = canary_arch(target, int(used.shape[0]))
-    arch = DraftArch(**{**arch.__dict__, "num_aux": len(states)})
+    arch = DraftArch(**{**arch.__dict__, "num_aux": len(states),
+                        "intermediate_size": opts.intermediate_size or arch.intermediate_size})
     tr_idx, val_idx = _split(len(data), opts.val_fraction, opts.seed)
     train_b = _batches([data[i] for i in tr_idx], opts.batch_size)
     val_b = _batches([data[i] for i in val_idx], opts.batch_size)
@@ -395,6 +397,10 @@ def _init_model(target, arch: DraftArch, used: torch.Tensor, opts: CanaryOptions
             src, dst = tl.get(f"self_attn.{name}.weight"), sd[f"layers.0.self_attn.{name}.weight"]
             if src is not None and src.shape == (dst.shape[0], H):
                 dst[:, H:] = src
+        keep = _mlp_units(tl, arch.intermediate_size)
+        if keep is not None:  # a narrower MLP starts from the target MLP's strongest units
+            for name, dim in (("mlp.gate_proj.weight", 0), ("mlp.up_proj.weight", 0), ("mlp.down_proj.weight", 1)):
+                tl[name] = tl[name].index_select(dim, keep)
         for name in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj",
                      "post_attention_layernorm", "input_layernorm:hidden_norm"):
             src_name, _, dst_name = name.partition(":")
@@ -409,6 +415,16 @@ def _init_model(target, arch: DraftArch, used: torch.Tensor, opts: CanaryOptions
     sd.update(vocab_map(used, arch.vocab_size))
     embed = tm.get_input_embeddings().weight.detach().float()
     return build_draft(arch, DraftFlags(), sd, embed, None, "canary")
+
+
+def _mlp_units(layer: dict[str, torch.Tensor], width: int) -> torch.Tensor | None:
+    """The ``width`` intermediate units of a target MLP with the largest |gate row| * |up row| * |down
+    column| (sorted), or None when the MLP is not wider than ``width`` or not a gated MLP."""
+    g, u, d = (layer.get(f"mlp.{n}_proj.weight") for n in ("gate", "up", "down"))
+    if g is None or u is None or d is None or g.shape[0] <= width:
+        return None
+    score = g.norm(dim=1) * u.norm(dim=1) * d.norm(dim=0)  # [intermediate]
+    return score.topk(width).indices.sort().values
 
 
 def _ttt_loss(model: Eagle3Draft, ids, aux, probs, lens, steps: int):

@@ -15,7 +15,7 @@ from .view import short_name
 
 def report_name(data: Mapping[str, Any]) -> str:
     """The stem the files of a report share: ``<verdict>-<target>-<draft>`` (``accept-rate-<verdict>-<target>-<draft>``
-    without a layers audit), lower case, e.g. ``mismatch-smollm2-135m-instruct.q4_1-demo-draft-v1``.
+    without a layers audit), lower case, e.g. ``mismatch-smollm2-135m-instruct.q4_1-demo-draft-v2``.
 
     Deterministic on purpose: auditing the same pair again replaces its report, while the report
     written after a fix (``match-...``) sits beside the one that found the problem (``mismatch-...``).

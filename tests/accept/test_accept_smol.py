@@ -65,3 +65,45 @@ def test_cli_miswiring_exits_1(smol_canary, tmp_path):
     assert [s["label"] for s in data["wirings"]["served"]["states"]] == ["B0", "B3", "B16"]
     assert data["accept_length"]["trained"] > data["accept_length"]["served"]
     assert {a["slot"] for a in data["attribution"]} == {0, 1, 2}
+
+
+# ---------------------------------------------------------------------------- the shipped demo draft
+
+
+def test_demo_accept_rate_with_no_arguments_tells_the_layers_story(tmp_path):
+    """`eagle-audit accept-rate` on the defaults: the shipped draft (trained on B0, B3, B16) loses most
+    of its acceptance under SGLang's default wiring, and fixing slot 2 recovers part of it."""
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(_app(), ["accept-rate", "--json", str(out)])
+    assert res.exit_code == 1, res.output
+    data = json.loads(out.read_text())
+    assert data["draft"]["layout"] == "speculators"
+    assert [s["label"] for s in data["wirings"]["trained"]["states"]] == ["B0", "B3", "B16"]
+    assert [s["label"] for s in data["wirings"]["served"]["states"]] == ["B2", "B15", "B27"]
+    al = data["accept_length"]
+    assert al["trained"] > 1.4 and al["served"] < 1.15 and al["trained"] - al["served"] > 0.3, al
+    fixed = {a["slot"]: a["accept_length"] for a in data["attribution"]}
+    assert set(fixed) == {0, 1, 2} and max(fixed.values()) < al["trained"]
+
+
+def test_demo_draft_is_small_bf16_with_a_reduced_vocabulary():
+    from safetensors import safe_open
+
+    from eagle_audit.demo import DEMO_DIR, DEMO_TRAINED, demo_draft
+
+    assert demo_draft() == str(DEMO_DIR)
+    spec = read_draft(demo_draft())
+    assert spec.config["eagle_aux_hidden_state_layer_ids"] == list(DEMO_TRAINED) and "eagle_config" not in spec.config
+    assert "eagle_audit_canary" not in spec.config  # the audit reads the ids as it would for any draft
+    assert spec.vocab.has_d2t and spec.vocab.d2t_in_t2d and spec.vocab.draft_vocab_size < spec.vocab_size
+    size = (DEMO_DIR / "model.safetensors").stat().st_size
+    assert size < 8_000_000, size
+    with safe_open(str(DEMO_DIR / "model.safetensors"), framework="pt") as f:
+        dtypes = {str(f.get_slice(k).get_dtype()) for k in f.keys()}
+    assert dtypes == {"BF16", "I64", "BOOL"}, dtypes
+
+
+def _app():
+    from eagle_audit.cli.main import app
+
+    return app

@@ -53,7 +53,7 @@ def test_default_writes_into_reports(app, result_file, tmp_path, monkeypatch):
     r = _run(app, result_file)
     assert r.exit_code == 0, r.output
     names = sorted(p.name for p in (tmp_path / "reports").iterdir())
-    assert names == [f"mismatch-smollm2-135m-instruct.q4_1-demo-draft-v1.{x}" for x in ("html", "json", "md")]
+    assert names == [f"mismatch-smollm2-135m-instruct.q4_1-demo-draft-v2.{x}" for x in ("html", "json", "md")]
 
 
 def test_merge_two_files(app, result_file, tmp_path, accept_result):

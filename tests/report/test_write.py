@@ -12,7 +12,7 @@ from eagle_audit.report import load_result, merge, render_html, report_name, wri
 
 def test_write_reports(demo_result, tmp_path):
     paths = write_reports(demo_result, tmp_path / "out")
-    stem = "mismatch-smollm2-135m-instruct.q4_1-demo-draft-v1"
+    stem = "mismatch-smollm2-135m-instruct.q4_1-demo-draft-v2"
     assert [p.name for p in paths] == [f"{stem}.json", f"{stem}.html", f"{stem}.md"]
     assert json.loads(paths[0].read_text()) == demo_result
     assert load_result(paths[0]) == demo_result
@@ -23,7 +23,7 @@ def test_write_reports(demo_result, tmp_path):
 def test_names(demo_result, deep_results, accept_result):
     assert report_name(deep_results["match"]) == "match-llama-60l-eagle3-5slot-fixed"
     assert report_name(deep_results["mismatch"]) == "mismatch-llama-60l-eagle3-5slot"
-    assert report_name(accept_result) == "accept-rate-mismatch-smollm2-135m-instruct.q4_1-demo-draft-v1"
+    assert report_name(accept_result) == "accept-rate-mismatch-smollm2-135m-instruct.q4_1-demo-draft-v2"
     assert report_name(merge(demo_result, accept_result)) == report_name(demo_result)
 
 
