@@ -1,9 +1,6 @@
 """The exception hierarchy. The CLI maps each class to one line and an exit code.
 
-Exit codes (documented in README.md):
-  0  the wiring matches (or the command succeeded)
-  1  a mismatch was found
-  2  bad input or usage: the message names the file or option and the problem
+Exit codes: :data:`EXIT_MEANINGS` (docs/cli.md is generated from it).
 """
 
 from __future__ import annotations
@@ -11,6 +8,14 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
+
+#: Every exit code of the CLI and what it means.
+EXIT_MEANINGS = {
+    EXIT_OK: "the wiring matches (or the command succeeded)",
+    EXIT_MISMATCH: "a mismatch was found (at least one finding of severity `error`; for `accept-rate`, the served "
+                   "accept length is more than `--tolerance` below the trained one)",
+    EXIT_BAD_INPUT: "bad input or usage: one line on stderr names the file or option and the problem; no traceback",
+}
 
 
 class AuditError(Exception):

@@ -304,3 +304,56 @@ def vllm_wheel() -> Path:
     import wheels
 
     return wheels.vllm_wheel()
+
+
+# ----------------------------------------------------------------------------- test tiers (docs/testing.md)
+
+#: Tests that fetch or build something large are in the full tier only. A test is "full" when it is marked
+#: ``@pytest.mark.full``, lives under one of FULL_PATHS, or uses (directly or through other fixtures) a
+#: fixture named in FULL_FIXTURES or ending in ``_wheel``/``_wheels``. The default run (``python -m pytest``)
+#: deselects them, unless their file is named on the command line; ``python -m pytest --full`` (what .ci/run
+#: runs) selects everything, ``-m full`` only them.
+FULL_PATHS = ("tests/engine/", "tests/trainers/", "tests/report/test_browser.py")
+FULL_FIXTURES = {"wheel_probe", "chromium", "smol_canary"}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=False,
+                     help="eagle-audit: run the full tier too (engine wheels, SmolLM2 canary training, browser)")
+
+
+def pytest_configure(config):
+    # one cache for the whole session (GGUF conversion, demo draft, canaries, wheels): $EAGLE_AUDIT_TEST_CACHE,
+    # default ~/.cache/eagle-audit-test; so nothing is converted twice into two caches
+    import wheels
+
+    os.environ["EAGLE_AUDIT_CACHE"] = str(wheels.cache_root())
+    config.addinivalue_line("markers", "full: full tier only (large downloads or minutes of training); "
+                                       "deselected unless --full or -m selects it (docs/testing.md)")
+
+
+def is_full(item) -> bool:
+    if item.get_closest_marker("full"):
+        return True
+    rel = Path(str(item.path)).resolve().relative_to(Path(str(item.config.rootpath)).resolve()).as_posix()
+    if any(rel == p or rel.startswith(p) for p in FULL_PATHS):
+        return True
+    names = set(getattr(item, "fixturenames", ()))
+    return bool(names & FULL_FIXTURES) or any(n.endswith(("_wheel", "_wheels")) for n in names)
+
+
+def pytest_collection_modifyitems(config, items):
+    full = [item for item in items if is_full(item)]
+    for item in full:
+        item.add_marker(pytest.mark.full)
+    import wheels  # the fetcher refuses to run for a test outside the full tier (see wheels.fetch_wheel)
+
+    wheels.FULL_TIER_NODEIDS = {item.nodeid for item in full}
+    if config.getoption("--full") or config.getoption("markexpr"):
+        return  # --full runs everything; an explicit -m decides for itself
+    named = {Path(a.split("::", 1)[0]).resolve() for a in config.args if Path(a.split("::", 1)[0]).is_file()}
+    drop = [item for item in full if Path(str(item.path)).resolve() not in named]  # a file named explicitly runs whole
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        gone = set(map(id, drop))
+        items[:] = [item for item in items if id(item) not in gone]

@@ -41,9 +41,23 @@ def cache_root() -> Path:
     return Path(os.environ.get("EAGLE_AUDIT_TEST_CACHE") or Path.home() / ".cache" / "eagle-audit-test").expanduser()
 
 
+#: Node ids of the full-tier tests (set by tests/conftest.py at collection); None outside pytest's collection.
+FULL_TIER_NODEIDS: set[str] | None = None
+
+
+def _check_tier() -> None:
+    """A wheel is a large download: only full-tier tests may fetch one (docs/testing.md)."""
+    current = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    if FULL_TIER_NODEIDS is not None and current and current not in FULL_TIER_NODEIDS:
+        pytest.fail(f"{current} fetches an engine wheel but is not in the full tier: mark it @pytest.mark.full "
+                    f"or use a fixture named *_wheel (docs/testing.md)", pytrace=False)
+
+
 def fetch_wheel(package: str, version: str, *pip_args: str) -> Path:
     """``package==version`` as a wheel in ``$EAGLE_AUDIT_TEST_CACHE/<package>/``, downloaded once with
-    ``pip download --no-deps``; the test skips with pip's last line when it cannot be had."""
+    ``pip download --no-deps``; the test skips with pip's last line when it cannot be had. Only a full-tier
+    test may call it."""
+    _check_tier()
     folder = cache_root() / package
     pattern = f"{package}-{version}-*.whl"
     found = sorted(folder.glob(pattern))

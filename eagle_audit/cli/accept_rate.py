@@ -69,15 +69,18 @@ def accept_rate(
     """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
     under the engine's, and with each mis-wired slot corrected alone.
 
-    Acceptance is simulated (greedy verification, chain drafts): the target generates each prompt's
-    continuation, one teacher-forced pass captures every state, and the draft is rolled out from
-    every position as SGLang runs it.
+    Acceptance is simulated under greedy verification, for chain drafts (--topk 1) and tree drafts
+    (--topk > 1 with --num-draft-tokens, SGLang's beam expansion and pruning): the target generates
+    each prompt's continuation, one teacher-forced pass captures every state, and the draft is rolled
+    out from every position as SGLang runs it.
 
     Examples:
 
       eagle-audit accept-rate                                   # SmolLM2 + the demo draft
 
       eagle-audit accept-rate -t model.gguf -d ./canary --num-steps 3 --json -
+
+      eagle-audit accept-rate -d ./canary --topk 4 --num-draft-tokens 8          # a tree draft
 
       eagle-audit accept-rate -d ./draft --trained-boundaries 0,3,16 --live --server http://127.0.0.1:30000
 

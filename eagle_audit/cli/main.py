@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import typer
 
 from .accept_rate import accept_rate
@@ -14,8 +16,19 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"eagle-audit {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=_print_version)] = False,
+) -> None:
     """Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines."""
     import os
     import sys

@@ -1,0 +1,135 @@
+"""README.md and docs/ against the code: the generated reference pages equal what the code generates now,
+every finding code and result key is documented, every link resolves, CI runs README's test command, and
+README's command examples run with the exit codes they state."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from eagle_audit import __version__
+from eagle_audit.cli import docgen
+from eagle_audit.cli.main import app
+from eagle_audit.result import CODES
+
+from docs_keys import assert_documented
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+DOCS = ROOT / "docs"
+
+
+def _bash_blocks(text: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+
+
+def test_generated_docs_equal_the_committed_ones():
+    assert docgen.stale() == [], "stale generated docs: run python -m eagle_audit.cli.docgen and commit docs/"
+
+
+def test_a_stale_page_is_detected(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(DOCS, docs)
+    text = (docs / "cli.md").read_text()
+    (docs / "cli.md").write_text(text.replace("`--max-prompts`", "`--max-prompt`", 1))
+    (docs / "findings.md").unlink()
+    assert docgen.stale(docs) == ["cli.md", "findings.md"]
+    assert docgen.main(["--check"]) == 0  # the committed docs/ (run from the checkout)
+
+
+def test_every_option_and_code_has_a_row():
+    import typer.main
+
+    cli_md = (DOCS / "cli.md").read_text()
+    for name, command in typer.main.get_command(app).commands.items():
+        assert f"## eagle-audit {name}" in cli_md
+        for param in command.params:
+            for opt in param.opts:
+                if opt.startswith("--"):
+                    assert f"| `{opt}`" in cli_md, f"{name} {opt}"
+    findings_md = (DOCS / "findings.md").read_text()
+    assert set(docgen.FINDING_DETAILS) == set(CODES)
+    assert [c for c in CODES if f"| `{c}` |" not in findings_md] == []
+
+
+def test_layers_result_keys_are_documented(audit, tiny_targets, make_draft):
+    data = audit(tiny_targets["llama"], make_draft(), trained_boundaries="0,3,6").to_json()
+    assert data["verdict"] == "mismatch" and data["fix"] is not None  # so slots, findings and fix are filled
+    assert_documented(data, ("target", "draft", "trained", "slots", "findings", "fix", "heatmap", "provenance"))
+
+
+def _links(path: Path) -> list[str]:
+    text = path.read_text()
+    found = re.findall(r"\]\(([^)#\s]+)", text) + re.findall(r"`((?:docs|bench|reports)/[\w./-]+)`", text)
+    return [f for f in found if "://" not in f]
+
+
+@pytest.mark.parametrize("page", ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in DOCS.glob("*.md"))])
+def test_links_resolve(page):
+    # a link resolves from the repository root (how the pages name files) or from the page's folder
+    missing = [f for f in _links(ROOT / page) if not (ROOT / f).exists() and not (ROOT / page).parent.joinpath(f).exists()]
+    assert missing == [], f"{page} links to missing files: {missing}"
+    assert "shared/reference" not in (ROOT / page).read_text(), "a clone has no shared/reference"
+
+
+def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_second_verbatim():
+    first = _bash_blocks(README)[0]
+    commands = [line for line in first.splitlines() if line and not line.startswith("#")]
+    assert len(commands) == 2
+    install, test = commands
+    assert install.startswith("pip install") and install.endswith("eagle-audit layers")
+    assert "python -m pytest" in test and "--full" in test
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert test in ci, ".ci/run must run README's test command verbatim"
+
+
+def _examples() -> list[tuple[str, int]]:
+    """README's command examples that state their exit code (``# exit N``), in order."""
+    out = []
+    for block in _bash_blocks(README[README.index("## Commands"):]):
+        for line in block.splitlines():
+            m = re.match(r"(eagle-audit .*?)\s+# exit (\d)\s*$", line)
+            if m:
+                out.append((m.group(1), int(m.group(2))))
+    return out
+
+
+def _run_examples(commands: set[str], cwd: Path) -> None:
+    runner = CliRunner()
+    for cmd, code in _examples():
+        if cmd.split()[1] in commands:
+            res = runner.invoke(app, shlex.split(cmd)[1:])
+            assert res.exit_code == code, (cmd, res.output)
+
+
+def test_readme_examples_run_with_their_exit_codes(audit_cache, tmp_path, monkeypatch):
+    assert [cmd.split()[1] for cmd, _ in _examples()] == ["layers", "report", "accept-rate"]
+    monkeypatch.chdir(tmp_path)
+    _run_examples({"layers", "report"}, tmp_path)
+    assert json.loads((tmp_path / "result.json").read_text())["verdict"] == "mismatch"
+    assert (tmp_path / "demo-fixed" / "config.json").is_file()
+    assert (tmp_path / "audit.html").is_file() and (tmp_path / "audit.md").is_file()
+
+
+@pytest.mark.full  # SmolLM2 generates 8 continuations of 64 tokens: about a minute on 2 cores
+def test_readme_accept_rate_example(audit_cache, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _run_examples({"accept-rate"}, tmp_path)
+
+
+def test_version():
+    res = CliRunner().invoke(app, ["--version"])
+    assert res.exit_code == 0 and res.stdout.strip() == f"eagle-audit {__version__}"
+
+
+def test_accept_rate_help_names_tree_drafts():
+    import typer.main
+
+    help_text = typer.main.get_command(app).commands["accept-rate"].help
+    assert "tree drafts" in help_text and "chain drafts" in help_text
