@@ -328,6 +328,9 @@ def pytest_configure(config):
     import wheels
 
     os.environ["EAGLE_AUDIT_CACHE"] = str(wheels.cache_root())
+    # one intra-op thread unless told: on a shared 2-core machine several OpenMP threads per process spin against
+    # each other's load and run many times slower (a tiny canary: 15 s idle, 11 min under a load average of 8)
+    torch.set_num_threads(int(os.environ.get("EAGLE_AUDIT_TEST_THREADS", "1")))
     config.addinivalue_line("markers", "full: full tier only (large downloads or minutes of training); "
                                        "deselected unless --full or -m selects it (docs/testing.md)")
 
