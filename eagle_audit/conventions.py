@@ -29,6 +29,10 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     per draft flag: ``{"honoured": bool, "default": value when absent}``.
 ``fc_skip_when_width_equals_hidden``
     the engine runs ``fc`` only when the incoming width differs from the draft hidden size.
+``tree_drafts`` (engines)
+    ``{"attention": "kv_by_slot"|"exact_ancestor"|null, "source": ...}``: which draft keys a tree node
+    attends to (:data:`eagle_audit.accept.tree.TREE_ATTENTION`), or ``null`` when the engine drafts chains
+    only. Absent: not declared.
 
 A shift maps an id to a boundary: OUT-k pipelines (id k = output of layer k) shift by +1, IN-k
 pipelines (id k = input of layer k) by 0.
@@ -122,6 +126,18 @@ class FlagRule:
     default: Any = None
 
 
+TREE_ATTENTION_MODES = ("kv_by_slot", "exact_ancestor")  # = eagle_audit.accept.tree.TREE_ATTENTION (no torch here)
+
+
+@dataclass(frozen=True)
+class TreeDrafts:
+    """How an engine drafts trees: ``attention`` one of :data:`TREE_ATTENTION_MODES`, or None when it
+    drafts chains only; ``source`` the upstream code it was read from."""
+
+    attention: str | None
+    source: str = ""
+
+
 @dataclass(frozen=True)
 class Wiring:
     """What one convention feeds the draft: states in concatenation order, and how it got there."""
@@ -166,6 +182,7 @@ class Convention:
     fc_skip_when_width_equals_hidden: bool = False
     notes: tuple[str, ...] = ()
     path: str = ""
+    tree_drafts: TreeDrafts | None = None  # None: not declared
 
     def rule_for(self, architecture: str) -> CaptureRule:
         if architecture in self.unsupported:
@@ -250,7 +267,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         raise BadConvention(f"{where}: 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
-             "notes", "generated_by"}
+             "notes", "generated_by", "tree_drafts"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
@@ -293,7 +310,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         if fname not in DRAFT_FLAGS:
             raise BadConvention(f"{where}: draft_flags: unknown flag {fname!r} (known: {', '.join(DRAFT_FLAGS)})")
         flags[fname] = FlagRule(honoured=bool(f.get("honoured", True)), default=f.get("default", False))
-    return Convention(
+    return Convention(tree_drafts=_tree_drafts(data.get("tree_drafts"), where),
         name=_req(data, "name", where), kind=kind, title=data.get("title", data["name"]),
         version=str(_req(data, "version", where)), source=_req(data, "source", where), ids_from=ids_from,
         order=order, rules=rules, architectures=archs, fallback_rule=fallback,
@@ -301,6 +318,18 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         aux_count_from=tuple(data.get("aux_count_from", ("num_aux_hidden_states", "nested", "top_level", 3))),
         draft_flags=flags, fc_skip_when_width_equals_hidden=bool(data.get("fc_skip_when_width_equals_hidden", False)),
         notes=tuple(data.get("notes", ())), path=path)
+
+
+def _tree_drafts(data: Any, where: str) -> TreeDrafts | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping) or set(data) - {"attention", "source"} or "attention" not in data:
+        raise BadConvention(f"{where}: tree_drafts must be {{\"attention\": ..., \"source\": ...}}")
+    mode = data["attention"]
+    if mode is not None and mode not in TREE_ATTENTION_MODES:
+        raise BadConvention(f"{where}: tree_drafts.attention: unknown mode {mode!r} "
+                            f"(known: {', '.join(TREE_ATTENTION_MODES)}, or null for chains only)")
+    return TreeDrafts(mode, str(data.get("source", "")))
 
 
 def load_convention_file(path: str | os.PathLike) -> Convention:

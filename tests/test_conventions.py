@@ -227,6 +227,8 @@ def test_a_user_convention_file_resolves(tmp_path):
     ({"fallback_rule": "nope"}, "fallback_rule names rule 'nope'"),
     ({"architectures": {"LlamaForCausalLM": "nope"}}, "LlamaForCausalLM names rule 'nope'"),
     ({"draft_flags": {"fc_nrom": {"honoured": True}}}, "draft_flags: unknown flag 'fc_nrom'"),
+    ({"tree_drafts": {"attention": "by_parent"}}, "tree_drafts.attention: unknown mode 'by_parent'"),
+    ({"tree_drafts": {"mode": "kv_by_slot"}}, "tree_drafts must be"),
 ])
 def test_malformed_convention_files_are_rejected_naming_file_and_key(tmp_path, over, message):
     f = tmp_path / "bad.json"
@@ -234,6 +236,14 @@ def test_malformed_convention_files_are_rejected_naming_file_and_key(tmp_path, o
     with pytest.raises(BadConvention, match=message) as info:
         load_convention_file(f)
     assert str(f) in info.value.message
+
+
+def test_tree_drafts_per_engine():
+    """SGLang reads draft keys by slot; vLLM 0.33.0 drafts chains only; TensorRT-LLM declares nothing."""
+    assert get_convention("sglang", "engine").tree_drafts.attention == "kv_by_slot"
+    assert get_convention("vllm", "engine").tree_drafts.attention is None
+    assert get_convention("vllm-v1", "engine").tree_drafts.attention is None
+    assert get_convention("trtllm", "engine").tree_drafts is None
 
 
 def test_missing_keys_and_broken_json(tmp_path):

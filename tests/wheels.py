@@ -33,6 +33,9 @@ import pytest
 
 SGLANG_VERSION = "0.5.23"
 VLLM_VERSION = "0.33.0"
+# Triton runs SGLang's draft KV-index kernels on the CPU through its interpreter (TRITON_INTERPRET=1); any
+# recent release does: the kernels use plain tl.load/tl.store/tl.sum
+TRITON_VERSION = "3.9.0"
 # the exact SGLang file the reference (shared/reference/sglang.md) was read from, whatever the host
 SGLANG_PIP_PLATFORM = ("--platform", "manylinux_2_34_x86_64", "--python-version", "3.11", "--only-binary=:all:")
 
@@ -83,6 +86,23 @@ def sglang_wheel() -> Path:
 def vllm_wheel() -> Path:
     """The real vLLM 0.33.0 wheel (336 MB; fetched once)."""
     return fetch_wheel("vllm", VLLM_VERSION)
+
+
+def triton_wheel() -> Path:
+    """Triton for this interpreter's platform (its C extension is loaded; 286 MB; fetched once)."""
+    return fetch_wheel("triton", TRITON_VERSION)
+
+
+def unpack_triton(wheel: Path, dest: Path) -> Path:
+    """The Python package and ``_C`` extension of a Triton wheel under ``dest`` (a throwaway folder; the
+    GPU toolchains under ``backends/*/{bin,lib,include}`` are left out, the interpreter needs none)."""
+    import re
+
+    with zipfile.ZipFile(wheel) as z:
+        names = [n for n in z.namelist() if n.startswith("triton/")
+                 and not re.match(r"triton/backends/[^/]+/(lib|bin|include)/", n)]
+        z.extractall(dest, names)
+    return dest
 
 
 class WheelSource:

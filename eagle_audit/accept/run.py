@@ -22,7 +22,7 @@ from .live import LiveResult, run_live
 from .runtime import DraftFlags, load_draft_model
 from .server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerOptions, ServerReading, detect, read_server
 from .simulate import AcceptStats, capture_cases, make_cases, simulate
-from .tree import max_tree_nodes
+from .tree import EXACT_ANCESTOR, KV_BY_SLOT, max_tree_nodes
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 
@@ -35,10 +35,12 @@ class Settings:
     max_new_tokens: int
     mode: str = "chain"
     notes: tuple[str, ...] = ()
+    tree_attention: str | None = None  # tree mode: which draft keys a node attends to (accept/tree.py)
 
     def to_json(self) -> dict:
         return {"num_steps": self.num_steps, "topk": self.topk, "num_draft_tokens": self.num_draft_tokens,
-                "max_new_tokens": self.max_new_tokens, "mode": self.mode, "notes": list(self.notes)}
+                "max_new_tokens": self.max_new_tokens, "mode": self.mode, "tree_attention": self.tree_attention,
+                "notes": list(self.notes)}
 
 
 def make_settings(num_steps: int, topk: int, num_draft_tokens: int | None, max_new_tokens: int) -> Settings:
@@ -68,6 +70,26 @@ def make_settings(num_steps: int, topk: int, num_draft_tokens: int | None, max_n
     else:
         notes.append(f"topk == 1: num_draft_tokens = num_steps + 1 = {num_steps + 1} (SGLang forces it)")
     return Settings(num_steps, topk, num_steps + 1, max_new_tokens, "chain", tuple(notes))
+
+
+def with_tree_attention(settings: Settings, engine) -> Settings:
+    """Tree settings with the attention mode the engine's convention declares (``tree_drafts``): SGLang
+    reads draft keys by slot, an engine that drafts chains only cannot serve a tree (AuditError), an
+    undeclared engine is simulated with exact-ancestor attention (EAGLE's reference), and says so."""
+    if settings.mode != "tree":
+        return settings
+    td = engine.tree_drafts
+    who = f"{engine.title} {engine.version}"
+    if td is None:
+        mode, note = EXACT_ANCESTOR, (f"tree attention: {who} declares no tree_drafts; nodes attend to their exact "
+                                      f"ancestors' keys (EAGLE reference eagle/model/cnets.py topK_genrate)")
+    elif td.attention is None:
+        raise AuditError(f"topk {settings.topk}: {who} drafts chains only ({td.source}); a tree (topk > 1) is "
+                         f"not served by it")
+    else:
+        mode, note = td.attention, f"tree attention: {td.attention}, as {who} drafts ({td.source})"
+    assert mode in (KV_BY_SLOT, EXACT_ANCESTOR)
+    return replace(settings, tree_attention=mode, notes=settings.notes + (note,))
 
 
 @dataclass(frozen=True)
@@ -148,6 +170,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     notes: list[str] = []
     spec = read_draft(opts.draft)
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
+    settings = with_tree_attention(settings, engine)
     from ..prompts import encode, load_prompts
     from ..target import load_target
 
@@ -190,12 +213,13 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     stats: dict[str, AcceptStats | None] = {}
     for name, st in wirings.items():
         stats[name] = None if name in failures else simulate(models[name], cases, caps, st, settings.num_steps,
-                                                              settings.topk, settings.num_draft_tokens)
+                                                              settings.topk, settings.num_draft_tokens,
+                                                              settings.tree_attention or KV_BY_SLOT)
     attribution = []
     for i, t, s in fixes:
         fixed = tuple(t if j == i else x for j, x in enumerate(served.states))
         a = simulate(models["served"], cases, caps, fixed, settings.num_steps, settings.topk,
-                     settings.num_draft_tokens)
+                     settings.num_draft_tokens, settings.tree_attention or KV_BY_SLOT)
         attribution.append(Attribution(i, t, s, a.accept_length))
     live = None
     if opts.live:

@@ -31,7 +31,7 @@ import torch
 from ..states import State
 from .rollout import rollout
 from .runtime import Eagle3Draft
-from .tree import draft_trees, tree_accepts, walk_accepts
+from .tree import KV_BY_SLOT, draft_trees, tree_accepts, walk_accepts
 from .targetrun import aux_of, eos_ids, greedy_generate, greedy_generate_batch, teacher_states
 
 
@@ -123,12 +123,14 @@ def draft_chains(draft: Eagle3Draft, ids: Sequence[int], caps: dict[State, torch
 
 @torch.inference_mode()
 def tree_gains(draft: Eagle3Draft, ids: Sequence[int], prompt_len: int, caps: dict[State, torch.Tensor],
-               states: tuple[State, ...], steps: int, topk: int, num_draft_tokens: int) -> list[int]:
-    """Tokens gained at each verify along ``ids`` with tree drafts (any topk, 1 included)."""
+               states: tuple[State, ...], steps: int, topk: int, num_draft_tokens: int,
+               attention: str = KV_BY_SLOT) -> list[int]:
+    """Tokens gained at each verify along ``ids`` with tree drafts (any topk, 1 included); ``attention``
+    as in :func:`~eagle_audit.accept.tree.draft_trees`."""
     dev = draft.fc.weight.device
     x = torch.tensor([list(ids)], device=dev)  # [1, L]
     aux = aux_of(caps, states)[None, :-1].to(dev)  # [1, L-1, n*H_t]
-    trees = draft_trees(draft, x[:, 1:], aux, steps, topk, num_draft_tokens)
+    trees = draft_trees(draft, x[:, 1:], aux, steps, topk, num_draft_tokens, attention)
     return walk_accepts(len(ids), prompt_len, tree_accepts(trees, list(ids), steps))
 
 
@@ -145,14 +147,16 @@ def stats_from_gains(gains: Sequence[Sequence[int]], steps: int, cases: Sequence
 
 
 def simulate(draft: Eagle3Draft, cases: Sequence[Case], caps: Sequence[dict[State, torch.Tensor]],
-             states: tuple[State, ...], steps: int, topk: int = 1, num_draft_tokens: int | None = None) -> AcceptStats:
+             states: tuple[State, ...], steps: int, topk: int = 1, num_draft_tokens: int | None = None,
+             tree_attention: str = KV_BY_SLOT) -> AcceptStats:
     """Acceptance of ``draft`` fed ``states`` (in this order) on every case: a chain of ``steps`` drafts
-    (``topk == 1``), or a tree of ``num_draft_tokens - 1`` drafts over ``steps`` levels (``topk > 1``)."""
+    (``topk == 1``), or a tree of ``num_draft_tokens - 1`` drafts over ``steps`` levels (``topk > 1``)
+    whose nodes attend to draft keys as ``tree_attention`` says (:data:`~eagle_audit.accept.tree.TREE_ATTENTION`)."""
     gains = []
     for case, cap in zip(cases, caps):
         if topk > 1:
             gains.append(tree_gains(draft, case.ids, len(case.prompt), cap, states, steps, topk,
-                                    num_draft_tokens if num_draft_tokens is not None else steps + 1))
+                                    num_draft_tokens if num_draft_tokens is not None else steps + 1, tree_attention))
             continue
         chains = draft_chains(draft, case.ids, cap, states, steps)
         gains.append(walk(case.ids, len(case.prompt), chains))

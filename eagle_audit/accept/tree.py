@@ -1,4 +1,4 @@
-"""Tree drafts (``topk > 1``) with SGLang 0.5.23's rules, from every position at once, greedy verification.
+"""Tree drafts (``topk > 1``) with SGLang 0.5.23's selection rules, from every position at once, greedy verification.
 
 Per round with root a (draft position t = a - 1, the draft-extend row that read x[a]):
 
@@ -14,10 +14,25 @@ Per round with root a (draft position t = a - 1, the draft-extend row that read 
 * verification (greedy) accepts the longest root-to-node path whose tokens all equal the target's greedy
   tokens; accept length = accepted + 1.
 
-Each beam is run as its own sequence (batch index = beam): it attends to the step-0 keys of positions
-0..t (the teacher-forced prefix) and to the keys of its own ancestors only (tree attention); the keys
-and hiddens of the kept beams are gathered from their parents at each level. Positions are batched as
-in :func:`~eagle_audit.accept.rollout.rollout`.
+Each beam row is run as its own sequence (batch index = row r of the ``topk`` kept beams): it attends
+to the step-0 keys of positions 0..t (the teacher-forced prefix) and to ``topk``-row draft keys chosen
+by the tree attention mode (:data:`TREE_ATTENTION`); its hidden is always its parent's (SGLang
+``select_top_k_tokens`` gathers ``hidden_states[parent row]``). Positions are batched as in
+:func:`~eagle_audit.accept.rollout.rollout`.
+
+* ``kv_by_slot`` (SGLang 0.5.23, every attention backend): draft-decode step i of row r writes its keys
+  to slot ``seq_len + r * num_steps + i`` and reads slots ``seq_len + r * num_steps + 0..i``
+  (``kernels/ops/speculative/cache_locs.py:161`` ``generate_draft_decode_kv_indices``, line 266 in the
+  ``page_size == 1 or topk == 1`` branch; writes: ``cache_locs.py:43``
+  ``assign_draft_cache_locs_contiguous`` and ``srt/speculative/eagle_utils.py:57``
+  ``per_step_draft_out_cache_loc``, used at ``eagle_worker_v2.py:760,830``; FlashAttention's expanded
+  page table ``out_cache_loc.view(-1, num_steps)[:, :step + 1]``,
+  ``srt/layers/attention/flashattention_backend.py:987-991``).
+  Row r reads the keys that row r wrote at earlier steps, which belong to the beam that held rank r
+  then, not necessarily to its ancestor: after a re-selection the keys are not re-gathered.
+* ``exact_ancestor`` (EAGLE reference ``eagle/model/cnets.py`` ``topK_genrate`` @cb7e084:757, the tree
+  mask gathered by ``out_ids``): a node attends to its true ancestors' keys; keys are gathered from
+  the parents at each level like the hiddens.
 """
 
 from __future__ import annotations
@@ -27,6 +42,11 @@ from dataclasses import dataclass
 import torch
 
 from .runtime import Eagle3Draft
+
+
+KV_BY_SLOT = "kv_by_slot"
+EXACT_ANCESTOR = "exact_ancestor"
+TREE_ATTENTION = (KV_BY_SLOT, EXACT_ANCESTOR)  # which draft keys a tree node attends to (module docstring)
 
 
 def max_tree_nodes(num_steps: int, topk: int) -> int:
@@ -44,8 +64,11 @@ class Trees:
 
 
 def draft_trees(draft: Eagle3Draft, next_tokens: torch.Tensor, aux: torch.Tensor, steps: int, topk: int,
-                num_draft_tokens: int) -> Trees:
-    """``next_tokens`` [1, T] = x[t+1]; ``aux`` [1, T, n*H_t] = target states at t."""
+                num_draft_tokens: int, attention: str = KV_BY_SLOT) -> Trees:
+    """``next_tokens`` [1, T] = x[t+1]; ``aux`` [1, T, n*H_t] = target states at t; ``attention`` one of
+    :data:`TREE_ATTENTION`."""
+    if attention not in TREE_ATTENTION:
+        raise ValueError(f"tree attention {attention!r}: known {', '.join(TREE_ATTENTION)}")
     B, T = next_tokens.shape
     assert B == 1
     k, dev = topk, next_tokens.device
@@ -58,7 +81,7 @@ def draft_trees(draft: Eagle3Draft, next_tokens: torch.Tensor, aux: torch.Tensor
     beam_cand = torch.arange(k, device=dev)[None].expand(T, k)  # candidate index of each beam
     c_scores, c_tok, c_par, depth = [p], [beam_tok], [torch.full((T, k), -1, device=dev)], [1] * k
     n_cand = k
-    diags: list[list] = [[] for _ in prefix]  # per layer, per level: [k, kv_heads, T, head_dim], beam-ordered
+    diags: list[list] = [[] for _ in prefix]  # per layer, per level: [k, kv_heads, T, head_dim], by beam row
     tril = torch.ones(T, T, dtype=torch.bool, device=dev).tril()
     eye = torch.eye(T, dtype=torch.bool, device=dev)
     tix = torch.arange(T, device=dev)[:, None].expand(T, k)
@@ -84,7 +107,10 @@ def draft_trees(draft: Eagle3Draft, next_tokens: torch.Tensor, aux: torch.Tensor
         beam_cand = base + sel
         beam_hidden = o.hidden[par, tix].permute(1, 0, 2)  # [k, T, H]
         for li, (dl, new) in enumerate(zip(diags, o.kv)):
-            diags[li] = [tuple(x[par, :, tix].permute(1, 2, 0, 3) for x in kv) for kv in dl + [new]]
+            if attention == KV_BY_SLOT:  # row r keeps the keys row r wrote (slot seq_len + r*num_steps + step)
+                diags[li] = dl + [new]
+            else:  # each kept beam takes its parent's keys (its ancestors')
+                diags[li] = [tuple(x[par, :, tix].permute(1, 2, 0, 3) for x in kv) for kv in dl + [new]]
     all_scores = torch.cat(c_scores, dim=1)  # [T, N]
     top = all_scores.topk(num_draft_tokens - 1, dim=-1).indices.sort(-1).values
     selected = torch.zeros_like(all_scores, dtype=torch.bool).scatter_(1, top, True)

@@ -97,6 +97,7 @@ def test_tree_mode_runs(tiny_target_dir, tiny_canary):
     assert res.exit_code == 0, res.output
     data = json.loads(res.stdout)
     assert data["settings"]["mode"] == "tree" and data["settings"]["num_draft_tokens"] == 8
+    assert data["settings"]["tree_attention"] == "kv_by_slot"  # SGLang's, from probes/sglang.json
     assert data["accept_length"]["trained"] >= 1.0
 
 

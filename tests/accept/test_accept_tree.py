@@ -1,16 +1,18 @@
 """Tree drafts (topk > 1): topk 1 through the tree code equals the chain, a brute-force tree per root
-agrees exactly, and a trained draft gains from branching."""
+(each node run with its own path: exact-ancestor attention) agrees exactly with the ``exact_ancestor``
+mode, and a trained draft gains from branching. SGLang's own code is checked in test_accept_tree_sglang.py."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from eagle_audit.accept.run import make_settings
+from eagle_audit.accept.run import make_settings, with_tree_attention
+from eagle_audit.conventions import get_convention
 from eagle_audit.accept.runtime import flags_from_config, load_draft_model
 from eagle_audit.accept.simulate import capture_cases, draft_chains, make_cases, simulate, tree_gains, walk
 from eagle_audit.accept.targetrun import aux_of
-from eagle_audit.accept.tree import draft_trees, max_tree_nodes, tree_accepts
+from eagle_audit.accept.tree import EXACT_ANCESTOR, KV_BY_SLOT, draft_trees, max_tree_nodes, tree_accepts
 from eagle_audit.draft import read_draft
 from eagle_audit.errors import AuditError
 from eagle_audit.states import State
@@ -92,7 +94,7 @@ def test_tree_equals_brute_force(tiny_target, canary_draft, random_draft, canary
             ids = list(case.ids)
             dev = draft.fc.weight.device
             trees = draft_trees(draft, torch.tensor([ids[1:]], device=dev), aux_of(cap, STATES)[None, :-1], steps,
-                                topk, ndt)
+                                topk, ndt, EXACT_ANCESTOR)
             acc = tree_accepts(trees, ids, steps)
             assert int(trees.selected.sum(-1).min()) == ndt - 1 and trees.tokens.shape[1] == max_tree_nodes(steps, topk)
             for a in range(len(case.prompt), len(ids) - 1):
@@ -119,3 +121,15 @@ def test_make_settings_tree_rules():
         with pytest.raises(AuditError):
             make_settings(bad[0], bad[1], bad[2], 64)
     assert make_settings(3, 1, 9, 64).num_draft_tokens == 4  # chain unchanged
+
+
+def test_tree_attention_comes_from_the_engine_convention():
+    tree = make_settings(3, 4, 8, 64)
+    sglang = with_tree_attention(tree, get_convention("sglang", "engine"))
+    assert sglang.tree_attention == KV_BY_SLOT and "cache_locs.py" in sglang.notes[-1]
+    for name in ("vllm", "vllm-v1"):  # vLLM 0.33.0 drafts chains only
+        with pytest.raises(AuditError, match="chains only"):
+            with_tree_attention(tree, get_convention(name, "engine"))
+        assert with_tree_attention(make_settings(3, 1, None, 64), get_convention(name, "engine")).tree_attention is None
+    trtllm = with_tree_attention(tree, get_convention("trtllm", "engine"))  # declares nothing: said so
+    assert trtllm.tree_attention == EXACT_ANCESTOR and "declares no tree_drafts" in trtllm.notes[-1]
