@@ -2,7 +2,8 @@
 
 Only the files a probe reads are loaded (the model files, the version files, the draft-ids reader),
 as text, into a :class:`SourceTree` keyed by package-relative POSIX paths (``sglang/srt/...``).
-Nothing is imported or executed.
+Nothing is imported or executed. Where an engine keeps its model files differs (SGLang
+``srt/models/``; vLLM ``model_executor/models/`` and ``models/``): ``model_dirs`` says, package-relative.
 """
 
 from __future__ import annotations
@@ -32,74 +33,87 @@ class SourceTree:
     kind: str  # "installed" | "folder" | "wheel"
     files: Mapping[str, str] = field(repr=False)
     dist_version: str | None = None  # from the wheel name or the installed distribution, when known
+    model_dirs: tuple[str, ...] = ("srt/models",)  # package-relative folders holding model files
 
     def models_dir(self) -> str:
-        return f"{self.package}/srt/models/"
+        return f"{self.package}/{self.model_dirs[0]}/"
 
     def model_files(self) -> list[str]:
-        prefix = self.models_dir()
-        return sorted(p for p in self.files if p.startswith(prefix) and p.endswith(".py"))
+        prefixes = tuple(f"{self.package}/{d}/" for d in self.model_dirs)
+        return sorted(p for p in self.files if p.startswith(prefixes) and p.endswith(".py"))
 
     def find(self, filename: str) -> list[str]:
         """Paths whose last component is ``filename``."""
         return sorted(p for p in self.files if p.rsplit("/", 1)[-1] == filename)
 
 
-def _wanted(rel: str, package: str, extra_names: tuple[str, ...]) -> bool:
-    if not rel.endswith(".py"):
-        return False
-    if rel.startswith(f"{package}/srt/models/"):
-        return True
-    if rel in (f"{package}/version.py", f"{package}/_version.py"):
-        return True
-    return rel.startswith(f"{package}/srt/") and rel.rsplit("/", 1)[-1] in extra_names
+@dataclass(frozen=True)
+class _Layout:
+    package: str
+    model_dirs: tuple[str, ...]  # every .py below these is loaded
+    extra_names: tuple[str, ...]  # file names loaded when under extra_root
+    extra_root: str
+
+    def wanted(self, rel: str) -> bool:
+        p = self.package
+        if not rel.endswith(".py"):
+            return False
+        if rel.startswith(tuple(f"{p}/{d}/" for d in self.model_dirs)):
+            return True
+        if rel in (f"{p}/version.py", f"{p}/_version.py"):
+            return True
+        return rel.startswith(f"{p}/{self.extra_root}/") and rel.rsplit("/", 1)[-1] in self.extra_names
+
+    def expected(self) -> str:
+        return f"no {self.package} source (expected {self.package}/{self.model_dirs[0]}/*.py)"
+
+    def tree(self, origin: str, kind: str, files: dict[str, str], dist: str | None) -> SourceTree:
+        return SourceTree(self.package, origin, kind, files, dist, self.model_dirs)
 
 
-def _expected(package: str) -> str:
-    return f"no {package} source (expected {package}/srt/models/*.py)"
-
-
-def _from_folder(root: Path, package: str, origin: str, kind: str, extra_names: tuple[str, ...],
-                 dist_version: str | None = None) -> SourceTree:
+def _from_folder(root: Path, layout: _Layout, origin: str, kind: str, dist_version: str | None = None) -> SourceTree:
     files: dict[str, str] = {}
-    pkg = root / package
+    pkg = root / layout.package
     for dirpath, dirnames, filenames in os.walk(pkg):
         dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         for name in filenames:
             full = Path(dirpath) / name
             rel = full.relative_to(root).as_posix()
-            if _wanted(rel, package, extra_names):
+            if layout.wanted(rel):
                 try:
                     files[rel] = full.read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError) as e:
                     raise BadSource(f"{full}: cannot read ({e})") from None
-    tree = SourceTree(package, origin, kind, files, dist_version)
+    tree = layout.tree(origin, kind, files, dist_version)
     if not tree.model_files():
-        raise InputNotFound(f"{origin}: {_expected(package)}")
+        raise InputNotFound(f"{origin}: {layout.expected()}")
     return tree
 
 
-def _from_wheel(path: Path, package: str, extra_names: tuple[str, ...]) -> SourceTree:
+def _from_wheel(path: Path, layout: _Layout) -> SourceTree:
     try:
         with zipfile.ZipFile(path) as zf:
-            files = {n: zf.read(n).decode("utf-8") for n in zf.namelist() if _wanted(n, package, extra_names)}
+            files = {n: zf.read(n).decode("utf-8") for n in zf.namelist() if layout.wanted(n)}
     except (zipfile.BadZipFile, OSError, UnicodeDecodeError, EOFError) as e:
         raise BadSource(f"{path}: not a readable wheel ({e})") from None
-    m = re.match(rf"{re.escape(package)}-([^-]+)-", path.name)
-    tree = SourceTree(package, str(path), "wheel", files, m.group(1) if m else None)
+    m = re.match(rf"{re.escape(layout.package)}-([^-]+)-", path.name)
+    tree = layout.tree(str(path), "wheel", files, m.group(1) if m else None)
     if not tree.model_files():
-        raise InputNotFound(f"{path}: {_expected(package)}")
+        raise InputNotFound(f"{path}: {layout.expected()}")
     return tree
 
 
-def locate(package: str, source: str | os.PathLike | None = None,
-           extra_names: tuple[str, ...] = ()) -> SourceTree:
+def locate(package: str, source: str | os.PathLike | None = None, extra_names: tuple[str, ...] = (),
+           model_dirs: tuple[str, ...] = ("srt/models",), extra_root: str = "srt") -> SourceTree:
     """The source of ``package``: ``source`` (a folder or a .whl) or else the installed copy.
 
     A folder may be the directory holding ``<package>/`` (site-packages, a repo's ``python/``), a repo
-    root with ``python/<package>/``, or the package directory itself. ``extra_names``: file names
-    under ``<package>/srt/`` to load as well (for example the draft-ids reader).
+    root with ``python/<package>/``, or the package directory itself. ``model_dirs``: package-relative
+    folders whose ``.py`` files are all loaded (the first one must exist); ``extra_names``: file names
+    under ``<package>/<extra_root>/`` to load as well (for example the draft-ids reader).
     """
+    layout = _Layout(package, tuple(model_dirs), tuple(extra_names), extra_root)
+    first = model_dirs[0]
     if source is None:
         try:
             spec = importlib.util.find_spec(package)  # finds, never imports, a top-level package
@@ -113,17 +127,17 @@ def locate(package: str, source: str | os.PathLike | None = None,
             dist = importlib.metadata.version(package)
         except importlib.metadata.PackageNotFoundError:
             dist = None
-        return _from_folder(pkg_dir.parent, package, str(pkg_dir), "installed", extra_names, dist)
+        return _from_folder(pkg_dir.parent, layout, str(pkg_dir), "installed", dist)
     path = Path(source).expanduser()
     if not path.exists():
-        raise InputNotFound(f"{path}: {_expected(package)}; the path does not exist")
+        raise InputNotFound(f"{path}: {layout.expected()}; the path does not exist")
     if path.is_file():
         if path.suffix != ".whl" and not zipfile.is_zipfile(path):
             raise BadSource(f"{path}: not a wheel or a source folder")
-        return _from_wheel(path, package, extra_names)
+        return _from_wheel(path, layout)
     for root in (path, path / "python"):
-        if (root / package / "srt" / "models").is_dir():
-            return _from_folder(root, package, str(path), "folder", extra_names)
-    if path.name == package and (path / "srt" / "models").is_dir():
-        return _from_folder(path.parent, package, str(path), "folder", extra_names)
-    raise InputNotFound(f"{path}: {_expected(package)}")
+        if (root / package / first).is_dir():
+            return _from_folder(root, layout, str(path), "folder")
+    if path.name == package and (path / first).is_dir():
+        return _from_folder(path.parent, layout, str(path), "folder")
+    raise InputNotFound(f"{path}: {layout.expected()}")

@@ -1,21 +1,31 @@
-"""vLLM: capture rules from ``vllm/model_executor/models/*.py``, the ids' source from the model runner.
+"""vLLM: capture rules from every registered architecture's model file, the ids' source from the model runner.
 
-vLLM registers an architecture in ``model_executor/models/registry.py`` (``"Arch": ("module",
-"Class")``). At start-up the runner reads the draft's ids (V2 runner, the default:
-``v1/worker/gpu/spec_decode/eagle/eagle3_utils.py`` ``get_eagle3_aux_layers_from_config``; V1 runner:
-``v1/worker/gpu_model_runner.py`` ``_get_eagle3_aux_layers_from_config``), else the model's
-``get_eagle3_default_aux_hidden_state_layers()`` (``interfaces.py`` ``SupportsEagle3``), and hands them
-to ``set_aux_hidden_state_layers``, which stores them verbatim (no shift).
+vLLM registers an architecture in ``model_executor/models/registry.py``: ``"Arch": ("module", "Class")``,
+the module either a file of ``model_executor/models/`` or a dotted package name such as
+``vllm.models.deepseek_v4`` (``registry.py`` ``_resolve_module_name``), whose ``__init__.py`` picks a
+per-platform implementation (``nvidia/``, ``amd/``, ...). The probe reads the implementation vLLM imports
+on an NVIDIA GPU (:func:`_platform_default`) and says so. At start-up the runner reads the draft's ids (V2
+runner, the default: ``v1/worker/gpu/spec_decode/eagle/eagle3_utils.py``
+``get_eagle3_aux_layers_from_config``; V1 runner: ``v1/worker/gpu_model_runner.py``
+``_get_eagle3_aux_layers_from_config``), else the model's ``get_eagle3_default_aux_hidden_state_layers()``
+(``interfaces.py`` ``SupportsEagle3``), and hands them to ``set_aux_hidden_state_layers``, which stores
+them verbatim (no shift). The holder of the ids is ``self.model``, else (SupportsEagle3's default setter)
+``self.language_model`` or its ``.model``, resolved through ``init_vllm_registered_model(architectures=[...])``
+when the class is named there.
 
-Two capture shapes are recognised in a decoder's ``forward``:
+Three capture shapes are recognised in a decoder's ``forward``:
 
 * the shared ``EagleModelMixin._maybe_add_hidden_state(aux, k, hidden_states, residual)``: a call with
   ``self.start_layer`` before the loop (index 0 = the embedding output) and ``idx + 1`` after each
   layer (so index N, the pre-norm final state, is reachable): id k = the stream entering layer k;
 * DeepSeek's in-loop ``if idx in self.aux_hidden_state_layers: hidden_states + residual`` before each
-  layer (index 0 unreachable: ``residual`` is None there) and ``self.end_layer in ...`` after the loop.
+  layer (index 0 unreachable: ``residual`` is None there) and ``self.end_layer in ...`` after the loop;
+* Kimi's in-loop ``if (idx + 1) in self.aux_hidden_state_layers: hidden_states + residual`` after each
+  layer, with ``self.start_layer in ...`` before the loop (index 0 = the embedding output).
 
-Anything else is reported ``unrecognised`` with its file and line, never guessed. Nothing is imported.
+Anything else is reported ``unrecognised`` with its file and line, never guessed. Nothing is imported:
+files are read by :func:`~eagle_audit.probe.source.locate` and resolved by
+:class:`~eagle_audit.probe.modules.ModuleIndex`.
 """
 
 from __future__ import annotations
@@ -23,20 +33,21 @@ from __future__ import annotations
 import ast
 import os
 import re
-import zipfile
-from dataclasses import dataclass, field
-from pathlib import Path
 
 from ..errors import InputNotFound
 from .ids_reader import read_ids_from
+from .modules import ClassInfo, ModuleIndex
 from .results import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbedCase, ProbedRule, ProbeResult,
                       Reach, Site)
-from .source import BadSource
+from .source import BadSource, SourceTree, locate
 
 PACKAGE = "vllm"
 MODELS = "vllm/model_executor/models/"
+# packages registered by dotted module name ("vllm.models.deepseek_v4"): per-platform implementations
+OUTSIDE = "vllm/models/"
 REGISTRY = MODELS + "registry.py"
 INTERFACES = MODELS + "interfaces.py"
+INTERFACES_MODULE = "vllm.model_executor.models.interfaces"
 #: runner -> (file, function) that reads the draft's ids
 IDS_READERS = {
     "v2": ("vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py", "get_eagle3_aux_layers_from_config"),
@@ -49,76 +60,23 @@ DEFAULT = "get_eagle3_default_aux_hidden_state_layers"
 _MARKERS = ("SupportsEagle3", "EagleModelMixin", SETTER, "aux_hidden_state_layers")
 
 
-@dataclass
-class _Source:
-    origin: str
-    files: dict[str, str] = field(default_factory=dict)
-    dist_version: str | None = None
+def _load(source: str | os.PathLike | None) -> SourceTree:
+    tree = locate(PACKAGE, source, extra_names=tuple(f.rsplit("/", 1)[-1] for f, _ in IDS_READERS.values()),
+                  model_dirs=("model_executor/models", "models"), extra_root="v1")
+    if REGISTRY not in tree.files:
+        raise InputNotFound(f"{tree.origin}: no vllm source (expected {REGISTRY})")
+    return tree
 
 
-def _wanted(rel: str) -> bool:
-    if not rel.endswith(".py"):
-        return False
-    if rel.startswith(MODELS) and "/" not in rel[len(MODELS):]:
-        return True
-    return rel in ("vllm/version.py", "vllm/_version.py") or rel in {f for f, _ in IDS_READERS.values()}
+def _index_files(src: SourceTree) -> dict[str, str]:
+    """The model files that can take part in EAGLE-3 capture (a marker in the text), the interfaces, and
+    the ``__init__.py`` of every package under ``vllm/models/`` (they pick and re-export a platform's
+    classes)."""
+    return {p: t for p, t in ((p, src.files[p]) for p in src.model_files())
+            if p == INTERFACES or any(m in t for m in _MARKERS) or (p.startswith(OUTSIDE) and p.endswith("/__init__.py"))}
 
 
-def _load(source: str | os.PathLike | None) -> _Source:
-    if source is None:
-        import importlib.util
-        try:
-            spec = importlib.util.find_spec(PACKAGE)  # finds, never imports
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
-            raise InputNotFound("vllm is not installed in this Python environment",
-                                hint="pass --source PATH: a source folder or a .whl")
-        root = Path(list(spec.submodule_search_locations)[0]).parent
-        try:
-            import importlib.metadata
-            dist = importlib.metadata.version(PACKAGE)
-        except Exception:
-            dist = None
-        return _from_folder(root, str(root / PACKAGE), dist)
-    path = Path(source).expanduser()
-    if not path.exists():
-        raise InputNotFound(f"{path}: no vllm source (expected {MODELS}*.py); the path does not exist")
-    if path.is_file():
-        try:
-            with zipfile.ZipFile(path) as zf:
-                files = {n: zf.read(n).decode("utf-8") for n in zf.namelist() if _wanted(n)}
-        except (zipfile.BadZipFile, OSError, UnicodeDecodeError, EOFError) as e:
-            raise BadSource(f"{path}: not a readable wheel ({e})") from None
-        m = re.match(r"vllm-([^-]+)-", path.name)
-        src = _Source(str(path), files, m.group(1) if m else None)
-    else:
-        root = path
-        if not (root / MODELS).is_dir() and path.name == PACKAGE:
-            root = path.parent
-        src = _from_folder(root, str(path), None)
-    if REGISTRY not in src.files:
-        raise InputNotFound(f"{path}: no vllm source (expected {REGISTRY})")
-    return src
-
-
-def _from_folder(root: Path, origin: str, dist: str | None) -> _Source:
-    files: dict[str, str] = {}
-    for rel in [MODELS + p.name for p in sorted((root / MODELS).glob("*.py"))] + \
-            ["vllm/version.py", "vllm/_version.py"] + [f for f, _ in IDS_READERS.values()]:
-        full = root / rel
-        if full.is_file():
-            try:
-                files[rel] = full.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as e:
-                raise BadSource(f"{full}: cannot read ({e})") from None
-    src = _Source(origin, files, dist)
-    if REGISTRY not in files:
-        raise InputNotFound(f"{origin}: no vllm source (expected {REGISTRY})")
-    return src
-
-
-def read_version(src: _Source) -> str:
+def read_version(src: SourceTree) -> str:
     for name in ("vllm/_version.py", "vllm/version.py"):
         text = src.files.get(name)
         if not text:
@@ -139,7 +97,7 @@ def read_version(src: _Source) -> str:
 # ---------------------------------------------------------------------------------------------- ids
 
 
-def read_ids(src: _Source, runner: str) -> tuple[tuple[str, ...] | None, Site | None, str | None]:
+def read_ids(src: SourceTree, runner: str) -> tuple[tuple[str, ...] | None, Site | None, str | None]:
     """(places, site, problem): where ``runner`` reads the draft's ids; ``problem`` names file:line when
     the reader exists but its shape is not recognised."""
     path, function = IDS_READERS[runner]
@@ -164,89 +122,62 @@ def read_ids(src: _Source, runner: str) -> tuple[tuple[str, ...] | None, Site | 
 # ----------------------------------------------------------------------------------------- classes
 
 
-@dataclass
-class _Module:
-    path: str
-    tree: ast.Module
-    classes: dict[str, ast.ClassDef]
-    imports: dict[str, str]  # name -> module stem it is imported from (".llama" -> "llama")
+def _module_of(stem: str) -> str:
+    """A registry entry's module: "llama" -> vllm.model_executor.models.llama; dotted names as given
+    (``registry.py`` ``_resolve_module_name``)."""
+    return stem if "." in stem else f"vllm.model_executor.models.{stem}"
 
 
-def _parse(path: str, text: str) -> _Module | None:
-    try:
-        tree = ast.parse(text, filename=path)
-    except SyntaxError:
-        return None
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
-    imports: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            mod = node.module.rsplit(".", 1)[-1]
-            if node.level or node.module.startswith("vllm.model_executor.models"):
-                for alias in node.names:
-                    imports[alias.asname or alias.name] = mod
-    return _Module(path, tree, classes, imports)
+_CUDA_TRUE = {"is_cuda", "is_cuda_alike"}
 
 
-def _base_name(node: ast.expr) -> str | None:
-    if isinstance(node, ast.Subscript):
-        node = node.value
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        return node.attr
+def _on_cuda(test: ast.expr) -> bool | None:
+    """A platform test as it evaluates on an NVIDIA GPU: ``current_platform.is_rocm()`` False,
+    ``is_cuda()`` True, ``device_type == "tpu"`` False, ``TYPE_CHECKING`` False; None when not a
+    platform test."""
+    if isinstance(test, ast.Name) and test.id == "TYPE_CHECKING":
+        return False
+    if isinstance(test, ast.Call) and isinstance(test.func, ast.Attribute) and test.func.attr.startswith("is_") \
+            and isinstance(test.func.value, ast.Name) and test.func.value.id == "current_platform":
+        return test.func.attr in _CUDA_TRUE
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq)) \
+            and isinstance(test.left, ast.Attribute) and test.left.attr == "device_type" \
+            and isinstance(test.comparators[0], ast.Constant):
+        return (test.comparators[0].value == "cuda") == isinstance(test.ops[0], ast.Eq)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        v = _on_cuda(test.operand)
+        return None if v is None else not v
+    if isinstance(test, ast.BoolOp):
+        vals = [_on_cuda(v) for v in test.values]
+        if isinstance(test.op, ast.Or):
+            return True if True in vals else (None if None in vals else False)
+        return False if False in vals else (None if None in vals else True)
     return None
 
 
-class _Index:
-    def __init__(self, src: _Source):
-        self.src = src
-        self.modules: dict[str, _Module] = {}
-        self.skipped: list[str] = []
-
-    def module(self, stem: str) -> _Module | None:
-        if stem in self.modules:
-            return self.modules[stem]
-        path = f"{MODELS}{stem}.py"
-        text = self.src.files.get(path)
-        if text is None or (stem != "interfaces" and not any(m in text for m in _MARKERS)):
-            self.modules[stem] = None  # type: ignore[assignment]
-            return None
-        mod = _parse(path, text)
-        if mod is None:
-            self.skipped.append(f"{path}: syntax error")
-        self.modules[stem] = mod  # type: ignore[assignment]
-        return mod
-
-    def resolve(self, name: str, mod: _Module) -> tuple[_Module, ast.ClassDef] | None:
-        if name in mod.classes:
-            return mod, mod.classes[name]
-        stem = mod.imports.get(name)
-        if stem:
-            other = self.module(stem)
-            if other is not None and name in other.classes:
-                return other, other.classes[name]
-        return None
-
-    def mro(self, mod: _Module, cls: ast.ClassDef, depth: int = 0) -> list[tuple[_Module | None, str, ast.ClassDef | None]]:
-        """The class and its ancestors (depth first, as far as the parsed files tell)."""
-        out = [(mod, cls.name, cls)]
-        if depth > 12:
-            return out
-        for b in cls.bases:
-            name = _base_name(b)
-            if name is None:
-                continue
-            found = self.resolve(name, mod)
-            if found is None:
-                out.append((None, name, None))
-            else:
-                out.extend(self.mro(found[0], found[1], depth + 1))
-        return out
+def _platform_default(body: list[ast.stmt]) -> list[ast.ImportFrom]:
+    """The ``from ... import`` statements that run on an NVIDIA GPU: unconditional ones, and of an
+    ``if current_platform.is_rocm(): ... elif ...: ... else: ...`` chain the branch whose test holds there
+    (:func:`_on_cuda`; a test that is not a platform test: the ``else``)."""
+    out: list[ast.ImportFrom] = []
+    for node in body:
+        if isinstance(node, ast.ImportFrom):
+            out.append(node)
+        elif isinstance(node, ast.If):
+            out.extend(_platform_default(node.body if _on_cuda(node.test) else node.orelse))
+    return out
 
 
-def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    return next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == name), None)
+def _where(site: Site) -> str:
+    """``file.py:12`` under model_executor/models (one flat folder), the full path elsewhere (``vllm/models/``
+    holds many ``model.py``)."""
+    return site.short() if site.path.startswith(MODELS) else \
+        f"{site.path}:{site.line}" + (f"-{site.end_line}" if site.end_line and site.end_line != site.line else "")
+
+
+def _method(cls: ClassInfo, name: str) -> ast.FunctionDef | None:
+    fn = cls.method(name)
+    return fn if isinstance(fn, ast.FunctionDef) else None
 
 
 def _self_attr(node: ast.expr) -> str | None:
@@ -314,51 +245,64 @@ def read_capture(fn: ast.FunctionDef, path: str) -> tuple[Reach | None, str]:
                + ("; index start_layer before the loop" if start else "")
                + ("; idx + 1 after each layer, so N (pre-norm final) is reachable" if after else "; end_layer after the loop"))
         return Reach("0" if start else "1", "N", Site(path, min(lines), max(lines)), how), ""
-    tests = [n for n in ast.walk(fn) if isinstance(n, ast.If) and isinstance(n.test, ast.Compare)
-             and len(n.test.ops) == 1 and isinstance(n.test.ops[0], ast.In) and _is_aux_attr(n.test.comparators[0])]
+    tests = [(n, c) for n in ast.walk(fn) if isinstance(n, ast.If) for c in ast.walk(n.test)
+             if isinstance(c, ast.Compare) and len(c.ops) == 1 and isinstance(c.ops[0], ast.In)
+             and _is_aux_attr(c.comparators[0])]
     if not tests:
         return None, f"{path}:{fn.lineno}: no capture of aux_hidden_state_layers in forward"
-    loop_tests = [t for t in tests if id(t) in looped and isinstance(t.test.left, ast.Name)]
-    post = [t for t in tests if id(t) not in looped and _self_attr(t.test.left) == "end_layer"]
-    if len(loop_tests) != 1:
-        return None, f"{path}:{tests[0].lineno}: aux_hidden_state_layers tested in an unrecognised shape"
-    test = loop_tests[0]
-    adds = [n for s in test.body for n in ast.walk(s) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add)
+    before = [(t, c) for t, c in tests if id(t) in looped and isinstance(c.left, ast.Name)]
+    after = [(t, c) for t, c in tests if id(t) in looped and isinstance(c.left, ast.BinOp)
+             and isinstance(c.left.op, ast.Add) and isinstance(c.left.left, ast.Name)
+             and isinstance(c.left.right, ast.Constant) and c.left.right.value == 1]
+    post = [t for t, c in tests if id(t) not in looped and _self_attr(c.left) == "end_layer"]
+    pre = [t for t, c in tests if id(t) not in looped and _self_attr(c.left) == "start_layer"]
+    if len(before) + len(after) != 1:
+        return None, f"{path}:{tests[0][0].lineno}: aux_hidden_state_layers tested in an unrecognised shape"
+    test, cmp = (before or after)[0]
+    adds = [n for st in test.body for n in ast.walk(st) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add)
             and {getattr(n.left, "id", None), getattr(n.right, "id", None)} == {"hidden_states", "residual"}]
-    guarded = any(isinstance(n, ast.IfExp) for s in test.body for n in ast.walk(s))
+    guarded = any(isinstance(n, ast.IfExp) for st in test.body for n in ast.walk(st))
     if not adds:
         return None, f"{path}:{test.lineno}: in-loop capture does not add hidden_states + residual"
-    # the test comes before the layer call in the loop body: the stream entering layer idx
     loop = next(lp for lp in ast.walk(fn) if isinstance(lp, ast.For) and any(n is test for n in ast.walk(lp)))
-    layer_calls = [s.lineno for s in loop.body if isinstance(s, ast.Assign) and isinstance(s.value, ast.Call)
-                   and isinstance(s.value.func, ast.Name) and s.value.func.id == "layer"]
-    if not layer_calls or min(layer_calls) < test.lineno:
-        return None, f"{path}:{test.lineno}: in-loop capture is not before the layer call"
-    how = f"in-loop `{ast.unparse(test.test)}` before each layer: id k = stream entering layer k"
-    min_capture = "0" if guarded else "1"
-    if not guarded:
-        how += " (hidden_states + residual; residual is None at index 0)"
-    if post:
-        how += f"; `{ast.unparse(post[0].test)}` after the loop: N reachable"
-    end = max([test.lineno] + [p.lineno for p in post])
-    return Reach(min_capture, "N" if post else "N - 1", Site(path, test.lineno, end), how), ""
+    layer_calls = [st.lineno for st in loop.body if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call)
+                   and isinstance(st.value.func, ast.Name) and st.value.func.id == "layer"]
+    if before:  # the test comes before the layer call in the loop body: the stream entering layer idx
+        if not layer_calls or min(layer_calls) < test.lineno:
+            return None, f"{path}:{test.lineno}: in-loop capture is not before the layer call"
+        how = f"in-loop `{ast.unparse(cmp)}` before each layer: id k = stream entering layer k"
+        min_capture = "0" if guarded else "1"
+        if not guarded:
+            how += " (hidden_states + residual; residual is None at index 0)"
+        if post:
+            how += f"; `{ast.unparse(post[0].test)}` after the loop: N reachable"
+        end = max([test.lineno] + [p.lineno for p in post])
+        return Reach(min_capture, "N" if post else "N - 1", Site(path, test.lineno, end), how), ""
+    # `(idx + 1) in aux` after the layer call: the stream leaving layer idx = entering layer idx + 1
+    if not layer_calls or max(layer_calls) > test.lineno:
+        return None, f"{path}:{test.lineno}: in-loop `(idx + 1) in aux_hidden_state_layers` is not after the layer call"
+    how = f"in-loop `{ast.unparse(cmp)}` after each layer (hidden_states + residual): id k = stream entering layer k"
+    if pre:
+        how += f"; `self.start_layer in self.aux_hidden_state_layers` before the loop: index 0 reachable"
+    start = min([test.lineno] + [p.lineno for p in pre])
+    return Reach("0" if pre else "1", "N", Site(path, start, test.lineno), how), ""
 
 
 # -------------------------------------------------------------------------------------------- probe
 
 
 class _Prober:
-    def __init__(self, src: _Source):
-        self.idx = _Index(src)
-        self.interfaces = self.idx.module("interfaces")
+    def __init__(self, src: SourceTree):
+        self.src = src
+        self.idx = ModuleIndex(_index_files(src))
+        self.interfaces = self.idx.modules.get(INTERFACES_MODULE)
         if self.interfaces is None:
             raise BadSource(f"{src.origin}: {INTERFACES} missing or unparseable")
-        self.holders: dict[str, tuple[Reach | None, str]] = {}
-        self.default_cache: dict[str, tuple[str | None, Site]] = {}
+        self.holders: dict[int, tuple[Reach | None, str]] = {}
+        self.entries = {e[0]: e for e in self.registry()}
 
     def registry(self) -> list[tuple[str, str, str, int]]:
-        text = self.idx.src.files[REGISTRY]
-        tree = ast.parse(text, filename=REGISTRY)
+        tree = ast.parse(self.src.files[REGISTRY], filename=REGISTRY)
         out: dict[str, tuple[str, str, str, int]] = {}
         for node in tree.body:
             value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
@@ -370,81 +314,101 @@ class _Prober:
                     out.setdefault(k.value, (k.value, v.elts[0].value, v.elts[1].value, k.lineno))
         return list(out.values())
 
-    def _eagle_mro(self, mro) -> bool:
-        return any(name in ("SupportsEagle3", "EagleModelMixin") or (cls is not None and _method(cls, SETTER)
-                   and (m is None or m.path != INTERFACES)) for m, name, cls in mro)
+    def registered(self, module: str, clsname: str) -> tuple[ClassInfo | None, Site | None]:
+        """The class a registry entry names, and, when a package picks it per platform, the import line of
+        the CUDA default it was taken from."""
+        mod = self.idx.modules.get(module)
+        if mod is None:
+            return None, None
+        if clsname in mod.classes:
+            return mod.classes[clsname], None
+        for node in _platform_default(mod.tree.body):
+            for alias in node.names:
+                if (alias.asname or alias.name) == clsname:
+                    anchor = module.split(".") if mod.path.endswith("/__init__.py") else module.split(".")[:-1]
+                    base = ".".join(anchor[:len(anchor) - node.level + 1] + ([node.module] if node.module else [])) \
+                        if node.level else node.module or ""
+                    found = self.idx.resolve_class(base, ast.Name(alias.name)) if base in self.idx.modules else None
+                    return found, Site(mod.path, node.lineno)
+        return self.idx.resolve_class(module, ast.Name(clsname)), None
 
-    def _init_attr(self, mro, attr: str) -> tuple[_Module, ast.ClassDef] | None:
+    def _eagle_mro(self, cls: ClassInfo) -> bool:
+        return any(c.name in ("SupportsEagle3", "EagleModelMixin") or (c.path != INTERFACES and _method(c, SETTER))
+                   for c in self.idx.mro(cls))
+
+    def _init_attr(self, cls: ClassInfo, attr: str) -> ClassInfo | None:
         """The class assigned to ``self.<attr>`` in an ``__init__`` of the MRO."""
-        for m, _, cls in mro:
-            if cls is None:
-                continue
-            init = _method(cls, "__init__")
+        for c in self.idx.mro(cls):
+            init = _method(c, "__init__")
             if init is None:
                 continue
             for n in ast.walk(init):
                 if isinstance(n, ast.Assign) and any(_self_attr(t) == attr for t in n.targets) \
                         and isinstance(n.value, ast.Call):
-                    found = self._constructed(mro, n.value.func)
+                    found = self._registered_call(n.value) or self._constructed(cls, c, n.value.func)
                     if found:
                         return found
         return None
 
-    def _constructed(self, mro, func: ast.expr) -> tuple[_Module, ast.ClassDef] | None:
+    def _registered_call(self, call: ast.Call) -> ClassInfo | None:
+        """``init_vllm_registered_model(..., architectures=["X"])``: the class registered for X."""
+        if not (isinstance(call.func, ast.Name) and call.func.id == "init_vllm_registered_model"):
+            return None
+        kw = next((k.value for k in call.keywords if k.arg == "architectures"), None)
+        if isinstance(kw, (ast.List, ast.Tuple)) and len(kw.elts) == 1 and isinstance(kw.elts[0], ast.Constant):
+            entry = self.entries.get(kw.elts[0].value)
+            if entry is not None:
+                return self.registered(_module_of(entry[1]), entry[2])[0]
+        return None
+
+    def _language_holder(self, cls: ClassInfo) -> ClassInfo | None:
+        """The decoder SupportsEagle3's default setter reaches through ``self.language_model``
+        (``getattr(parent_ref, "model", parent_ref)``), when it is built from a class the files name."""
+        lm = self._init_attr(cls, "language_model")
+        if lm is None:
+            return None
+        inner = self._init_attr(lm, "model")
+        return inner if inner is not None else lm
+
+    def _constructed(self, cls: ClassInfo, where: ClassInfo, func: ast.expr) -> ClassInfo | None:
         """The class ``func(...)`` builds: ``Name(...)``, ``self.model_cls(...)`` (a class attribute) or
         ``self._init_model(...)`` (a method returning ``Name(...)``)."""
         if isinstance(func, ast.Name):
-            for m, _, cls in mro:
-                if m is not None:
-                    return self.idx.resolve(func.id, m)
-            return None
+            return self.idx.resolve_class(where.module, func)
         attr = _self_attr(func)
         if attr is None:
             return None
-        for m, _, cls in mro:
-            if cls is None or m is None:
-                continue
-            for n in cls.body:
-                if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == attr for t in n.targets) \
-                        and isinstance(n.value, ast.Name):
-                    return self.idx.resolve(n.value.id, m)
-            fn = _method(cls, attr)
-            if fn is not None:
-                rets = [r.value for r in ast.walk(fn) if isinstance(r, ast.Return) and isinstance(r.value, ast.Call)
-                        and isinstance(r.value.func, ast.Name)]
-                if len(rets) == 1:
-                    return self.idx.resolve(rets[0].func.id, m)
-                return None
+        found = self.idx.find_class_attr(cls, attr)
+        if found is not None and isinstance(found[1], (ast.Name, ast.Attribute)):
+            return self.idx.resolve_class(found[0].module, found[1])
+        method = self.idx.find_method(cls, attr)
+        if method is not None:
+            rets = [r.value for r in ast.walk(method[1]) if isinstance(r, ast.Return) and isinstance(r.value, ast.Call)
+                    and isinstance(r.value.func, ast.Name)]
+            if len(rets) == 1:
+                return self.idx.resolve_class(method[0].module, rets[0].func)
         return None
 
-    def _holder_reach(self, mod: _Module, cls: ast.ClassDef) -> tuple[Reach | None, str]:
-        key = f"{mod.path}:{cls.name}"
-        if key not in self.holders:
-            fwd = None
-            for m, _, c in self.idx.mro(mod, cls):
-                if c is not None and _method(c, "forward"):
-                    fwd = (m, _method(c, "forward"))
-                    break
-            if fwd is None:
-                self.holders[key] = (None, f"{mod.path}:{cls.lineno}: {cls.name} has no forward")
+    def _holder_reach(self, cls: ClassInfo) -> tuple[Reach | None, str]:
+        if id(cls) not in self.holders:
+            fwd = self.idx.find_method(cls, "forward")
+            if fwd is None or not isinstance(fwd[1], ast.FunctionDef):
+                self.holders[id(cls)] = (None, f"{cls.path}:{cls.node.lineno}: {cls.name} has no forward")
             else:
-                self.holders[key] = read_capture(fwd[1], fwd[0].path)
-        return self.holders[key]
+                self.holders[id(cls)] = read_capture(fwd[1], fwd[0].path)
+        return self.holders[id(cls)]
 
     def _all_mixin_holders(self) -> tuple[Reach | None, str]:
         """When the holder is only known at run time: every parsed EagleModelMixin decoder's reach, if all agree."""
         reaches: dict[tuple, Reach] = {}
         odd: list[str] = []
-        for path in sorted(self.idx.src.files):
-            if not path.startswith(MODELS):
-                continue
-            mod = self.idx.module(path[len(MODELS):-3])
-            if mod is None:
+        for mod in self.idx.modules.values():
+            if not mod.path.startswith(MODELS):
                 continue
             for cls in mod.classes.values():
-                if any(_base_name(b) == "EagleModelMixin" for b in cls.bases) \
-                        and any(c is not None and _method(c, "forward") for _, _, c in self.idx.mro(mod, cls)):
-                    reach, why = self._holder_reach(mod, cls)
+                if any(isinstance(b, ast.Name) and b.id == "EagleModelMixin" for b in cls.node.bases) \
+                        and self.idx.find_method(cls, "forward"):
+                    reach, why = self._holder_reach(cls)
                     if reach is None:
                         odd.append(why.split(": ", 1)[0].rsplit("/", 1)[-1])
                         continue
@@ -453,13 +417,13 @@ class _Prober:
             return None, "EagleModelMixin decoders capture in different shapes"
         reach = next(iter(reaches.values()))
         how = reach.how + "; holder built at run time: every recognised EagleModelMixin decoder captures this way" \
-            + (f" (not recognised: {', '.join(odd)})" if odd else "")
+            + (f" (not recognised: {', '.join(sorted(odd))})" if odd else "")
         return Reach(reach.min_capture, reach.max_capture, reach.site, how), ""
 
-    def default(self, mro) -> tuple[str | None, Site]:
-        for m, _, cls in mro:
-            if cls is not None and m is not None and (fn := _method(cls, DEFAULT)):
-                return read_default(fn, m.path)
+    def default(self, cls: ClassInfo) -> tuple[str | None, Site]:
+        found = self.idx.find_method(cls, DEFAULT)
+        if found is not None and isinstance(found[1], ast.FunctionDef):
+            return read_default(found[1], found[0].path)
         sup = self.interfaces.classes.get("SupportsEagle3")
         fn = _method(sup, DEFAULT) if sup else None
         if fn is None:
@@ -468,63 +432,64 @@ class _Prober:
 
     def arch(self, arch: str, stem: str, clsname: str, line: int) -> ArchResult:
         reg = Site(REGISTRY, line)
-        if "." in stem:  # "vllm.models.deepseek_v32": a package outside model_executor/models, not read
-            return ArchResult(arch, reg, UNRECOGNISED, reason=f"{reg.short()}: registered from {stem}, outside "
-                              f"{MODELS} (not read by this probe)")
-        mod = self.idx.module(stem)
-        if mod is None or clsname not in mod.classes:
-            return ArchResult(arch, reg, UNSUPPORTED, reason=f"{MODELS}{stem}.py has no EAGLE-3 support "
-                              f"(no SupportsEagle3 / EagleModelMixin / {SETTER})")
-        cls = mod.classes[clsname]
-        site = Site(mod.path, cls.lineno)
-        mro = self.idx.mro(mod, cls)
-        if not self._eagle_mro(mro):
-            return ArchResult(arch, site, UNSUPPORTED, reason=f"{site.short()} {clsname} neither inherits "
+        module = _module_of(stem)
+        cls, picked = self.registered(module, clsname)
+        if cls is None:
+            path = module.replace(".", "/")
+            return ArchResult(arch, picked or reg, UNSUPPORTED, reason=f"{path}: {clsname} has no EAGLE-3 support "
+                              f"(no SupportsEagle3 / EagleModelMixin / {SETTER} in its file)")
+        site = cls.site()
+        via = f" (CUDA default picked at {_where(picked)})" if picked else ""
+        if not self._eagle_mro(cls):
+            return ArchResult(arch, site, UNSUPPORTED, reason=f"{_where(site)} {clsname}{via} neither inherits "
                               f"SupportsEagle3 nor defines {SETTER}")
-        own = next(((m, c) for m, _, c in mro if c is not None and m is not None and m.path != INTERFACES
-                    and _method(c, SETTER)), None)
+        own = next((c for c in self.idx.mro(cls) if c.path != INTERFACES and _method(c, SETTER)), None)
         if own is not None:
-            fn = _method(own[1], SETTER)
+            fn = _method(own, SETTER)
             calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
                      and n.func.attr in (SETTER, "_set_aux_hidden_state_layers") and _self_attr(n.func.value)]
             if calls:
                 target = _self_attr(calls[0].func.value)
-                setter = Site(own[0].path, fn.lineno, fn.end_lineno)
+                setter = Site(own.path, fn.lineno, fn.end_lineno)
                 return ArchResult(arch, site, DELEGATING_UNRESOLVED, setter=setter,
-                                  reason=f"{setter.short()}: hands the ids to self.{target}.{calls[0].func.attr}, "
-                                         f"whose class is built at run time (not resolved statically)")
-        default, dsite = self.default(mro)
+                                  reason=f"{_where(setter)}: hands the ids to self.{target}.{calls[0].func.attr}, "
+                                         f"whose class is built at run time (not resolved statically){via}")
+        default, dsite = self.default(cls)
         if default is None:
-            return ArchResult(arch, site, UNRECOGNISED, reason=f"{dsite.short()}: {DEFAULT} in an unrecognised shape")
+            return ArchResult(arch, site, UNRECOGNISED, reason=f"{_where(dsite)}: {DEFAULT} in an unrecognised "
+                              f"shape{via}")
         if own is not None:
-            m, c = own
-            fn = _method(c, SETTER)
-            setter = Site(m.path, fn.lineno, fn.end_lineno)
+            fn = _method(own, SETTER)
+            setter = Site(own.path, fn.lineno, fn.end_lineno)
             attr = None
             for n in ast.walk(fn):
                 if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute) \
                         and n.targets[0].attr == "aux_hidden_state_layers" and _self_attr(n.targets[0].value) \
                         and isinstance(n.value, ast.Name) and n.value.id == fn.args.args[-1].arg:
                     attr = _self_attr(n.targets[0].value)
-            holder = self._init_attr(self.idx.mro(m, c), attr) if attr else None
+            holder = self._init_attr(own, attr) if attr else None
             if holder is None:
                 return ArchResult(arch, site, UNRECOGNISED, setter=setter,
-                                  reason=f"{setter.short()}: {SETTER} body not recognised (expected "
-                                         f"self.<model>.aux_hidden_state_layers = layers with a resolvable <model>)")
-            reach, why = self._holder_reach(*holder)
+                                  reason=f"{_where(setter)}: {SETTER} body not recognised (expected "
+                                         f"self.<model>.aux_hidden_state_layers = layers with a resolvable <model>){via}")
+            reach, why = self._holder_reach(holder)
             n_from = f"len(self.{attr}.layers)"
         else:
             sup = self.interfaces.classes["SupportsEagle3"]
             fn = _method(sup, SETTER)
             setter = Site(INTERFACES, fn.lineno, fn.end_lineno)
-            holder = self._init_attr(mro, "model")
-            if holder is not None and self._eagle_mro(self.idx.mro(*holder)):
-                reach, why = self._holder_reach(*holder)
+            holder = self._init_attr(cls, "model")
+            if holder is None or not self._eagle_mro(holder):
+                holder = self._language_holder(cls)
+            if holder is not None and self._eagle_mro(holder):
+                reach, why = self._holder_reach(holder)
             else:
                 reach, why = self._all_mixin_holders()
             n_from = "len(holder.layers)"
         if reach is None:
-            return ArchResult(arch, site, UNRECOGNISED, setter=setter, reason=why)
+            return ArchResult(arch, site, UNRECOGNISED, setter=setter, reason=why + via)
+        if picked:
+            reach = Reach(reach.min_capture, reach.max_capture, reach.site, reach.how + via)
         rule = ProbedRule(default, 0, (ProbedCase(0, None, setter),), reach, n_from)
         return ArchResult(arch, site, SUPPORTED, rule=rule, setter=setter)
 

@@ -7,6 +7,7 @@ The cache root is ``$EAGLE_AUDIT_TEST_CACHE`` (default ``~/.cache/eagle-audit-te
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -77,7 +78,48 @@ def test_emitted_convention(v2):
     # what the probe cannot settle statically is named, never guessed
     kimi = v2.get("KimiK25ForConditionalGeneration")
     assert kimi.status == DELEGATING_UNRESOLVED and "kimi_k25.py" in kimi.reason
-    assert v2.get("DeepseekV32ForCausalLM").status == UNRECOGNISED
+    dsv4 = v2.get("DeepseekV4ForCausalLM")
+    assert dsv4.status == UNRECOGNISED and "vllm/models/deepseek_v4/nvidia/model.py:" in dsv4.reason
+
+
+# what has no rule in the convention format, each for a reason the probe names with file:line
+NO_RULE = {
+    "DeepseekV4ForCausalLM": "vllm/models/deepseek_v4/nvidia/model.py:",  # hyper-connection streams, mean of mHC
+    "DeepseekV4ForConditionalGeneration": "vllm/models/deepseek_v4/nvidia/model.py:",  # its language model
+    "DeepseekV41ForCausalLM": "vllm/models/deepseek_v41/nvidia/model.py:",  # captured outside forward
+    "Glm5NextForCausalLM": "vllm/models/glm5next/common/model.py:",  # _aux_hidden_state(h, residual, post, comb)
+    "Glm5NextForConditionalGeneration": "vllm/models/glm5next/common/model.py:",
+    "Plamo3ForCausalLM": "plamo3.py:",
+    "DFlashLagunaForCausalLM": "laguna_dflash.py:",  # a draft model
+}
+
+
+@pytest.mark.parametrize("result", ["v2", "v1"])
+def test_every_registered_architecture_is_read(v2, v1, result):
+    """Architectures registered from packages outside model_executor/models (vllm/models/...) are read too:
+    what stays unrecognised truly has no rule, each with file:line."""
+    r = v2 if result == "v2" else v1
+    assert not [a.arch for a in r.archs if "not read" in a.reason]
+    unrecognised = {a.arch: a.reason for a in r.archs if a.status == UNRECOGNISED}
+    assert set(unrecognised) == set(NO_RULE), unrecognised
+    for arch, where in NO_RULE.items():
+        assert re.search(re.escape(where) + r"\d+", unrecognised[arch]), unrecognised[arch]
+
+
+def test_packages_outside_model_executor(v2):
+    kimi = v2.get("KimiLinearForCausalLM")  # vllm.models.kimi_k3: if TYPE_CHECKING / tpu / rocm / xpu / else
+    assert kimi.status == SUPPORTED and kimi.rule.reach.site.path == "vllm/models/kimi_k3/nvidia/model.py"
+    assert (kimi.rule.reach.min_capture, kimi.rule.reach.max_capture) == ("0", "N")
+    assert "idx + 1 in self.aux_hidden_state_layers` after each layer" in kimi.rule.reach.how
+    assert "kimi_k3/__init__.py:" in kimi.rule.reach.how
+    minimax = v2.get("MiniMaxM3SparseForCausalLM")  # `if TYPE_CHECKING or not current_platform.is_rocm()`: NVIDIA
+    assert minimax.status == SUPPORTED and minimax.cls_site.path == "vllm/models/minimax_m3/nvidia/model.py"
+    dsv32, dsv3 = v2.get("DeepseekV32ForCausalLM"), v2.get("DeepseekV3ForCausalLM")
+    assert dsv32.status == SUPPORTED and dsv32.cls_site.path.startswith("vllm/models/deepseek_v32/")
+    assert (dsv32.rule.default_ids, dsv32.rule.reach.min_capture, dsv32.rule.reach.max_capture) == \
+        (dsv3.rule.default_ids, dsv3.rule.reach.min_capture, dsv3.rule.reach.max_capture)
+    mtp = v2.get("KimiK3MTPModel")  # a draft, not a target: no EAGLE-3 capture, said with its file
+    assert mtp.status == "unsupported" and "vllm/models/kimi_k3" in mtp.reason
 
 
 def test_cli_prints_the_table(vllm_wheel):
@@ -132,6 +174,81 @@ class TinyForCausalLM(SupportsEagle3):
     def __init__(self):
         self.model = TinyModel()
 '''
+OUTSIDE_REGISTRY = '''
+_TEXT_GENERATION_MODELS = {
+    "TinyForCausalLM": ("tiny", "TinyForCausalLM"),
+    "SplitForCausalLM": ("vllm.models.split", "SplitForCausalLM"),
+}
+'''
+SPLIT_INIT = '''
+from vllm.platforms import current_platform
+
+if current_platform.is_rocm():
+    from .amd.model import SplitForCausalLM
+elif current_platform.is_xpu():
+    from .amd.model import SplitForCausalLM
+else:
+    from .nvidia.model import SplitForCausalLM
+'''
+SPLIT_NVIDIA = '''
+from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsEagle3
+
+
+class SplitModel(EagleModelMixin):
+    def forward(self, hidden_states):
+        residual = None
+        aux = []
+        if self.start_layer in self.aux_hidden_state_layers:
+            aux.append(hidden_states)
+        for layer_idx, layer in enumerate(self.layers):
+            hidden_states, residual = layer(hidden_states, residual)
+            if (layer_idx + 1) in self.aux_hidden_state_layers:
+                aux.append(hidden_states + residual)
+        return hidden_states, aux
+
+
+class SplitForCausalLM(SupportsEagle3):
+    def __init__(self):
+        self.model = SplitModel()
+'''
+SPLIT_AMD = '''
+from vllm.model_executor.models.interfaces import EagleModelMixin, SupportsEagle3
+
+
+class SplitModel(EagleModelMixin):
+    def forward(self, hidden_states):
+        return hidden_states, [hidden_states for _ in self.aux_hidden_state_layers]
+
+
+class SplitForCausalLM(SupportsEagle3):
+    def __init__(self):
+        self.model = SplitModel()
+'''
+
+
+def test_synthetic_package_outside_model_executor(tmp_path):
+    """A registry entry naming a package under vllm/models/: the implementation imported on an NVIDIA GPU is
+    read (the ROCm one here would be unrecognised), with Kimi's `(idx + 1) in aux` capture after each layer."""
+    models = tmp_path / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (models / "registry.py").write_text(OUTSIDE_REGISTRY)
+    (models / "interfaces.py").write_text(INTERFACES)
+    (models / "tiny.py").write_text(TINY)
+    split = tmp_path / "vllm" / "models" / "split"
+    for sub, text in (("nvidia", SPLIT_NVIDIA), ("amd", SPLIT_AMD)):
+        (split / sub).mkdir(parents=True)
+        (split / sub / "model.py").write_text(text)
+    (split / "__init__.py").write_text(SPLIT_INIT)
+    a = probe_engine("vllm", tmp_path).get("SplitForCausalLM")
+    assert a.status == SUPPORTED, a.reason
+    assert a.cls_site.path == "vllm/models/split/nvidia/model.py"
+    assert (a.rule.default_ids, a.rule.reach.min_capture, a.rule.reach.max_capture) == ("[2, N // 2, N - 3]", "0", "N")
+    assert "vllm/models/split/__init__.py:9" in a.rule.reach.how  # the CUDA default, named
+    (split / "__init__.py").write_text(SPLIT_INIT.replace("nvidia", "gpu").replace("amd", "nvidia").replace("gpu", "amd"))
+    b = probe_engine("vllm", tmp_path).get("SplitForCausalLM")
+    assert b.status == UNRECOGNISED and "vllm/models/split/amd/model.py:" in b.reason
+
+
 ODD_READER = '''
 def get_eagle3_aux_layers_from_config(spec_config):
     return spec_config.draft_model_config.hf_config.to_dict().pop("aux_ids", None)
