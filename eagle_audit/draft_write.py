@@ -87,10 +87,44 @@ def vocab_map(used_target_ids: torch.Tensor, target_vocab: int) -> dict[str, tor
 
 
 def write_draft(out_dir: str | Path, config: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor]) -> Path:
+    """``config.json`` and ``model.safetensors`` in ``out_dir`` (created if needed), each written
+    atomically (a temporary file beside it, then a rename)."""
+    import os
+    import tempfile
+
     from safetensors.torch import save_file
+
+    from .outputs import write_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(dict(config), indent=2) + "\n")
-    save_file({k: v.contiguous() for k, v in state_dict.items()}, str(out / "model.safetensors"))
+    write_text(out / "config.json", json.dumps(dict(config), indent=2) + "\n")
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=".model.safetensors.", suffix=".tmp")
+    os.close(fd)
+    try:
+        save_file({k: v.contiguous() for k, v in state_dict.items()}, tmp)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out / "model.safetensors")
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return out
+
+
+def write_canary(out_dir: str | Path, config: Mapping[str, Any], state_dict: Mapping[str, torch.Tensor]) -> Path:
+    """A draft written by ``train-canary``: :func:`write_draft` plus the marker file that lets a later
+    run replace it (:func:`eagle_audit.outputs.check_canary_out`). A new or empty directory is built
+    under a temporary name and renamed into place, so a killed run leaves no half canary."""
+    from . import __version__
+    from .outputs import mark_canary, new_directory
+
+    out = Path(out_dir)
+    marker = {"written_by": "eagle-audit train-canary", "eagle_audit": __version__}
+    if out.is_dir() and any(out.iterdir()):  # a canary being replaced (or a directory the user forced)
+        write_draft(out, config, state_dict)
+        mark_canary(out, marker)
+        return out
+    with new_directory(out) as tmp:
+        write_draft(tmp, config, state_dict)
+        mark_canary(tmp, marker)
     return out

@@ -1,6 +1,10 @@
-"""The exception hierarchy. The CLI maps each class to one line and an exit code.
+"""The exception hierarchy. The CLI maps each class to one line and an exit code (docs/safety.md).
 
-Exit codes: :data:`EXIT_MEANINGS` (docs/cli.md is generated from it).
+Exit codes: :data:`EXIT_MEANINGS` (docs/cli.md is generated from it); 1 never means a crash.
+
+Library messages never name CLI flags. An error about a parameter names it as the Python API does
+(``num_steps``) and lists it in ``options``; the CLI edge (:mod:`eagle_audit.cli.common`) replaces each
+listed name by its flag (``--num-steps``).
 """
 
 from __future__ import annotations
@@ -8,6 +12,19 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
+EXIT_INTERNAL = 3
+
+#: the longest a value quoted in a message may be (see :func:`shown`)
+SHOWN_LIMIT = 80
+
+
+def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
+    """``repr(value)`` cut to ``limit`` characters (the middle elided): hostile inputs can be huge."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 5, 8)
+    return f"{text[: keep - keep // 3]} ... {text[-(keep // 3):]}"
 
 #: Every exit code of the CLI and what it means.
 EXIT_MEANINGS = {
@@ -15,18 +32,24 @@ EXIT_MEANINGS = {
     EXIT_MISMATCH: "a mismatch was found (at least one finding of severity `error`; for `accept-rate`, the served "
                    "accept length is more than `--tolerance` below the trained one)",
     EXIT_BAD_INPUT: "bad input or usage: one line on stderr names the file or option and the problem; no traceback",
+    EXIT_INTERNAL: "internal error (a bug): one line `error: internal error, please report ...`; "
+                   "`EAGLE_AUDIT_DEBUG=1` shows the traceback (docs/safety.md)",
 }
 
 
 class AuditError(Exception):
-    """Base class: a problem the user can fix. Rendered as one line, exit 2."""
+    """Base class: a problem the user can fix. Rendered as one line, exit 2.
+
+    ``options``: the parameter names (Python API spelling, e.g. ``"num_steps"``) the message speaks of;
+    the CLI shows them as its flags."""
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, hint: str | None = None):
+    def __init__(self, message: str, hint: str | None = None, options: tuple[str, ...] | str = ()):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.options = (options,) if isinstance(options, str) else tuple(options)
 
 
 class InputNotFound(AuditError):
@@ -51,3 +74,11 @@ class BadConvention(AuditError):
 
 class BadPrompts(AuditError):
     """A prompts file is empty or malformed."""
+
+
+class BadOption(AuditError):
+    """A parameter value out of range or of the wrong kind (``options`` names it)."""
+
+
+class OutputRefused(AuditError):
+    """An output path that would overwrite an input or unrelated data, or that cannot be written."""

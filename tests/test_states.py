@@ -64,7 +64,7 @@ def test_parse_states(text, n, expected):
 def test_parse_states_rejects_bad_text_with_the_option_name(text, n, message):
     with pytest.raises(AuditError, match=message) as info:
         parse_states(text, n)
-    assert info.value.message.startswith("--trained-boundaries: ")
+    assert info.value.message.startswith("trained_boundaries: ") and info.value.options == ("trained_boundaries",)
 
 
 def test_parse_states_names_the_given_option():

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..resolution import CANARY_KEY
-from ..draft_write import draft_config, random_weights, vocab_map, write_draft
+from ..draft_write import draft_config, random_weights, vocab_map, write_canary
 from ..states import State
 from .rollout import rollout
 from .runtime import DraftArch, DraftFlags, Eagle3Draft, build_draft
@@ -369,7 +369,7 @@ def train_canary(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, 
               "sglang_ids_rule": "nested id = boundary - 1 (SGLang adds 1)"}
     sd = _sglang_names({k: v for k, v in model.state_dict().items()})
     sd.update(vocab_map(used, arch.vocab_size))
-    write_draft(out_dir, _config(arch, opts.boundaries, record), sd)
+    write_canary(out_dir, _config(arch, opts.boundaries, record), sd)
     return CanaryResult(str(out_dir), opts.boundaries, len(seqs), n_tokens, arch.draft_vocab_size, data_seconds,
                         train_seconds, step, loss_v, acc, epoch, best, str(dev))
 

@@ -6,6 +6,7 @@ server. Returns a frozen :class:`AcceptResult`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
@@ -14,10 +15,11 @@ from ..audit import AuditInputs
 from ..conventions import Wiring
 from ..diagnose import check_target_fit
 from ..draft import read_draft
-from ..errors import AuditError
+from ..errors import AuditError, BadOption, shown
 from ..provenance import engine_convention, provenance
 from ..resolution import resolve_audit
 from ..states import State
+from .limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from .live import LiveResult, run_live
 from .runtime import DraftFlags, load_draft_model
 from .server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerOptions, ServerReading, detect, read_server
@@ -47,25 +49,25 @@ def make_settings(num_steps: int, topk: int, num_draft_tokens: int | None, max_n
     """SGLang's rules (arg_groups/speculative_hook.py @v0.5.23): topk == 1 forces num_draft_tokens to
     num_steps + 1 (chain); topk > 1 (tree) needs num_draft_tokens - 1 <= topk + (num_steps - 1) * topk**2
     (eagle_utils.py ``organize_draft_results`` runs ``torch.topk`` over that many candidates)."""
-    if num_steps < 1:
-        raise AuditError(f"--num-steps: must be >= 1, got {num_steps}")
-    if topk < 1:
-        raise AuditError(f"--topk: must be >= 1, got {topk}")
-    if max_new_tokens < 2:
-        raise AuditError(f"--max-new-tokens: must be >= 2, got {max_new_tokens}")
+    for name, value, lo, hi in (("num_steps", num_steps, 1, MAX_NUM_STEPS), ("topk", topk, 1, MAX_TOPK),
+                                ("max_new_tokens", max_new_tokens, 2, MAX_NEW_TOKENS)):
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise BadOption(f"{name}: must be an integer in {lo}..{hi}, got {shown(value)}", options=name)
     if topk > 1:
         if num_draft_tokens is None:
-            raise AuditError(f"--topk {topk}: tree drafts need --num-draft-tokens (SGLang --speculative-num-draft-tokens)")
+            raise BadOption(f"topk {topk}: tree drafts need num_draft_tokens (SGLang --speculative-num-draft-tokens)",
+                            options=("topk", "num_draft_tokens"))
         cap = max_tree_nodes(num_steps, topk)
-        if num_draft_tokens < 2 or num_draft_tokens - 1 > cap:
-            raise AuditError(f"--num-draft-tokens {num_draft_tokens}: with --topk {topk} --num-steps {num_steps} SGLang "
-                             f"needs 2 <= num_draft_tokens and num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2 = {cap}")
+        if isinstance(num_draft_tokens, bool) or not isinstance(num_draft_tokens, int) or not 2 <= num_draft_tokens <= cap + 1:
+            raise BadOption(f"num_draft_tokens {shown(num_draft_tokens)}: with topk {topk} and num_steps {num_steps} "
+                            f"SGLang needs 2 <= num_draft_tokens and num_draft_tokens - 1 <= topk + (num_steps - 1) * "
+                            f"topk^2 = {cap}", options=("num_draft_tokens", "topk", "num_steps"))
         note = (f"tree: {num_steps} levels of topk {topk}, pruned to the {num_draft_tokens - 1} best of {cap} "
                 f"candidates by cumulative draft probability (SGLang select_top_k_tokens / organize_draft_results)")
         return Settings(num_steps, topk, num_draft_tokens, max_new_tokens, "tree", (note,))
     notes = []
     if num_draft_tokens is not None and num_draft_tokens != num_steps + 1:
-        notes.append(f"--num-draft-tokens {num_draft_tokens} ignored: with topk == 1 SGLang forces num_draft_tokens "
+        notes.append(f"num_draft_tokens {num_draft_tokens} ignored: with topk == 1 SGLang forces num_draft_tokens "
                      f"to num_steps + 1 = {num_steps + 1}")
     else:
         notes.append(f"topk == 1: num_draft_tokens = num_steps + 1 = {num_steps + 1} (SGLang forces it)")
@@ -165,8 +167,11 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> AcceptResult:
     say = status or (lambda m: None)
     settings = make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
+    if not isinstance(opts.tolerance, (int, float)) or not math.isfinite(opts.tolerance) or opts.tolerance < 0:
+        raise BadOption(f"tolerance: must be a finite number >= 0, got {shown(opts.tolerance)}", options="tolerance")
     if opts.live and settings.topk > 1:
-        raise AuditError(f"--live runs chain mode only (--topk 1); --topk {settings.topk} is simulated without it")
+        raise BadOption(f"live runs chain mode only (topk 1); topk {settings.topk} is simulated without it",
+                        options=("live", "topk"))
     notes: list[str] = []
     spec = read_draft(opts.draft)
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
@@ -225,7 +230,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     if opts.live:
         say("live speculative decoding (served wiring)")
         if "served" in failures:
-            raise AuditError(f"--live: the served wiring cannot run ({failures['served']})")
+            raise AuditError(f"live: the served wiring cannot run ({failures['served']})", options="live")
         live = run_live(target, models["served"], cases, served.states, settings.num_steps, settings.max_new_tokens,
                         target_seconds, progress)
     server = None

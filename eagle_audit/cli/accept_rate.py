@@ -8,10 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
+from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (BuiltinRules, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
+from .common import (BuiltinRules, audit_inputs, check_outputs, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
                      Target, Threads, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge,
-                     out, parse_ints, reporter, use_threads, write_json)
+                     out, in_range, parse_ints, reporter, use_threads, write_json)
 
 
 @contextmanager
@@ -41,11 +42,11 @@ def accept_rate(
     prompts: Prompts = None,
     max_prompts: MaxPrompts = 8,
     max_tokens: MaxTokens = 256,
-    num_steps: Annotated[int, typer.Option("--num-steps", help="Draft steps per round (SGLang --speculative-num-steps).")] = 3,
-    topk: Annotated[int, typer.Option("--topk", help="Draft branching (SGLang --speculative-eagle-topk): 1 = chain, > 1 = tree (needs --num-draft-tokens; not with --live).")] = 1,
-    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="SGLang --speculative-num-draft-tokens (root included); with --topk 1 it is forced to num_steps + 1; with --topk > 1, num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2.")] = None,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.")] = 64,
-    tolerance: Annotated[float, typer.Option("--tolerance", help="Exit 1 when served accept length is more than this below trained.")] = 0.1,
+    num_steps: Annotated[int, typer.Option("--num-steps", help="Draft steps per round (SGLang --speculative-num-steps).", min=1, max=MAX_NUM_STEPS)] = 3,
+    topk: Annotated[int, typer.Option("--topk", help="Draft branching (SGLang --speculative-eagle-topk): 1 = chain, > 1 = tree (needs --num-draft-tokens; not with --live).", min=1, max=MAX_TOPK)] = 1,
+    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="SGLang --speculative-num-draft-tokens (root included); with --topk 1 it is forced to num_steps + 1; with --topk > 1, num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2.", min=2)] = None,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=MAX_NEW_TOKENS)] = 64,
+    tolerance: Annotated[float, typer.Option("--tolerance", help="Exit 1 when served accept length is more than this below trained (finite, >= 0).", callback=in_range(0))] = 0.1,
     live: Annotated[bool, typer.Option("--live", help="Also run real draft-then-verify decoding (served wiring): tokens/s, speedup, lossless check.")] = False,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang or vLLM server to read accept length from, for the same prompts.")] = None,
     server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
@@ -54,9 +55,11 @@ def accept_rate(
         "$OPENAI_API_KEY for vLLM (the server itself reads VLLM_API_KEY), $OPENAI_API_KEY for SGLang (whose server "
         "reads only --api-key). Never written to the JSON or the report.")] = None,
     server_timeout: Annotated[float, typer.Option(
-        "--server-timeout", help="Seconds one --server request may take, connection to last byte.")] = DEFAULT_TIMEOUT,
+        "--server-timeout", help="Seconds one --server request may take, connection to last byte.",
+        callback=in_range(0, 86400, lo_open=True))] = DEFAULT_TIMEOUT,
     server_deadline: Annotated[float, typer.Option(
-        "--server-deadline", help="Seconds the whole --server reading may take.")] = DEFAULT_DEADLINE,
+        "--server-deadline", help="Seconds the whole --server reading may take.",
+        callback=in_range(0, 7 * 86400, lo_open=True))] = DEFAULT_DEADLINE,
     gen_batch: Annotated[int, typer.Option("--gen-batch", min=1, help="Prompts the target continues together (left-padded, one KV cache); 1 = one at a time. --live always generates one at a time.")] = 16,
     device: Device = "cpu",
     dtype: Dtype = "auto",
@@ -84,7 +87,7 @@ def accept_rate(
 
       eagle-audit accept-rate -d ./draft --trained-boundaries 0,3,16 --live --server http://127.0.0.1:30000
 
-    Exit codes: 0 served is within --tolerance of trained, 1 served loses more, 2 bad input.
+    Exit codes: 0 served is within --tolerance of trained, 1 served loses more, 2 bad input, 3 internal error.
     """
     with error_edge():
         use_threads(threads)
@@ -92,6 +95,8 @@ def accept_rate(
         from ..accept.run import AcceptOptions, run_accept
 
         target, draft = default_inputs(target, draft)
+        check_outputs(audit_inputs(target, draft, prompts, engine, trainer), files={"--json": json_out},
+                      dirs={"--report": report})
         opts = AcceptOptions(target=target, draft=draft, engine=engine, trainer=trainer,
                              trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
                              prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps,
@@ -109,6 +114,6 @@ def accept_rate(
         if report:
             from ..report import write_reports
 
-            for path in write_reports(result.to_json(), report):
+            for path in write_reports(result.to_json(), report, inputs=audit_inputs(target, draft, prompts, engine, trainer)):
                 err.print(f"wrote {path}")
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)

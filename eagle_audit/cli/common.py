@@ -3,16 +3,28 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import sys
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Iterable, Mapping, Optional
 
 import typer
 from rich.console import Console
+from rich.text import Text
+from typer import Abort, BadParameter, Exit
+from typer.core import TyperGroup
 
-from ..errors import AuditError
+try:  # recent typer carries its own copy of click, and raises its exceptions
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError
+    from typer._click.globals import get_current_context
+except ImportError:  # older typer runs on click itself
+    from click import ClickException, get_current_context
+    from click.exceptions import NoArgsIsHelpError
+
+from .. import outputs
+from ..errors import EXIT_INTERNAL, AuditError
 
 out = Console()  # data: tables
 err = Console(stderr=True)  # progress, logs, error lines
@@ -64,20 +76,111 @@ def parse_ints(text: str | None, what: str) -> tuple[int, ...] | None:
         raise AuditError(f"{what}: {text!r} is not a comma-separated list of integers") from None
 
 
+#: where an internal error should be reported
+REPORT_TO = "the eagle-audit issue tracker"
+
+#: the longest error line printed (the middle of a longer message is elided)
+LINE_LIMIT = 400
+
+
+def one_line(text: str, limit: int = LINE_LIMIT) -> str:
+    """``text`` as one printable line: newlines and control characters escaped, cut to ``limit``."""
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in str(text))
+    if len(text) > limit:
+        keep = limit - 5
+        text = f"{text[: keep - keep // 4]} ... {text[-(keep // 4):]}"
+    return text
+
+
+def flag_for(name: str, ctx=None) -> str:
+    """The CLI flag of a parameter of the running command (``num_steps`` -> ``--num-steps``); the name
+    itself when the command has no such option."""
+    ctx = ctx or get_current_context(silent=True)
+    if ctx is not None:
+        for param in ctx.command.params:
+            if param.name == name and getattr(param, "opts", None):
+                longs = [o for o in param.opts if o.startswith("--")]
+                return (longs or param.opts)[0]
+    return name
+
+
+def _with_flags(text: str, options: tuple[str, ...]) -> str:
+    """The first mention of each parameter name in ``options`` shown as its flag (later mentions, e.g.
+    in a formula, keep the name)."""
+    for name in options:
+        flag = flag_for(name)
+        if flag != name:
+            text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", flag, text, count=1)
+    return text
+
+
+def print_error(message: str, hint: str | None = None) -> None:
+    """``error: MESSAGE`` (and ``  hint: HINT``) on stderr, each on one line, no markup interpreted."""
+    err.print(Text.assemble(("error:", "bold red"), " " + one_line(message)), soft_wrap=True, highlight=False)
+    if hint:
+        err.print(Text("  hint: " + one_line(hint)), soft_wrap=True, highlight=False)
+
+
+def internal_error(e: BaseException) -> None:
+    """The one line for an unexpected exception (a bug): exit 3, never 1."""
+    print_error(f"internal error, please report it to {REPORT_TO} with the command line "
+                f"({type(e).__name__}: {one_line(str(e), 160)}); EAGLE_AUDIT_DEBUG=1 shows the traceback")
+
+
 @contextmanager
 def error_edge():
-    """Map AuditError (and bad files met by libraries) to one line and exit 2. EAGLE_AUDIT_DEBUG=1
-    shows the traceback instead."""
+    """The CLI edge of every command: an AuditError becomes one ``error:`` line and its exit code (2), with
+    the parameter names it lists shown as this command's flags; any other exception is an internal error
+    (one line, exit 3). EAGLE_AUDIT_DEBUG=1 re-raises instead, with the traceback."""
     try:
         yield
+    except (Exit, Abort, ClickException):
+        raise
     except AuditError as e:
         if os.environ.get("EAGLE_AUDIT_DEBUG"):
             raise
-        line = f"[bold red]error:[/] {e.message}"
-        err.print(line, highlight=False, soft_wrap=True)
-        if e.hint:
-            err.print(f"  hint: {e.hint}", highlight=False, soft_wrap=True)
+        print_error(_with_flags(e.message, e.options), _with_flags(e.hint, e.options) if e.hint else None)
         raise typer.Exit(e.exit_code)
+    except Exception as e:
+        if os.environ.get("EAGLE_AUDIT_DEBUG"):
+            raise
+        internal_error(e)
+        raise typer.Exit(EXIT_INTERNAL)
+
+
+class Group(TyperGroup):
+    """The command group: usage errors (unknown option, missing value, a bad number) become one
+    ``error:`` line and exit 2 instead of click's multi-line box; anything unexpected outside a
+    command's :func:`error_edge` is an internal error (exit 3)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
+                              **extra)
+        except NoArgsIsHelpError as e:
+            e.show()
+            rv = e.exit_code
+        except ClickException as e:
+            print_error(e.format_message(), _usage_hint(e))
+            rv = e.exit_code
+        except Abort:
+            err.print("aborted", highlight=False)
+            rv = 130
+        except Exception as e:  # noqa: BLE001 - the last edge: never a traceback, never exit 1
+            if os.environ.get("EAGLE_AUDIT_DEBUG"):
+                raise
+            internal_error(e)
+            rv = EXIT_INTERNAL
+        if not standalone_mode:
+            return rv
+        sys.exit(rv or 0)
+
+
+def _usage_hint(e: ClickException) -> str | None:
+    ctx = getattr(e, "ctx", None)
+    if ctx is None:
+        return None
+    return f"see {ctx.command_path} --help"
 
 
 def progress_enabled(json_out: str | None) -> bool:
@@ -140,11 +243,71 @@ def command_line(ctx: typer.Context) -> str:
 
 
 def write_json(data: dict, dest: str) -> None:
+    """``data`` as JSON on stdout (``dest`` "-") or into a file, atomically (check it first with
+    :func:`check_outputs`)."""
     text = json.dumps(data, indent=2, default=str) + "\n"
     if dest == "-":
         sys.stdout.write(text)
-    else:
-        try:
-            Path(dest).write_text(text)
-        except OSError as e:
-            raise AuditError(f"{dest}: cannot write JSON ({e.strerror})") from None
+        return
+    try:
+        outputs.write_text(dest, text)
+    except OSError as e:
+        raise AuditError(f"{dest}: cannot write JSON ({e.strerror or e})") from None
+
+
+# ----------------------------------------------------------------------------- safety helpers every command uses
+
+def convention_path(name: str | None) -> str | None:
+    """The file behind an ``--engine`` / ``--trainer`` value, when it names one (else None: a registry name)."""
+    if name and (name.endswith(".json") or os.sep in name):
+        return name
+    return None
+
+
+def audit_inputs(target: str | None, draft: str | None, prompts: str | None = None, engine: str | None = None,
+                 trainer: str | None = None, **more: str | None) -> dict[str, str]:
+    """Every path an audit reads, role -> path, for :func:`check_outputs`: target, draft, prompts file,
+    convention files, and the eagle-audit cache (never an output either); ``more``: other roles."""
+    from ..target import cache_dir
+
+    table = {"target": target, "draft": draft, "prompts file": prompts, "engine convention": convention_path(engine),
+             "trainer convention": convention_path(trainer), **more, "eagle-audit cache": str(cache_dir())}
+    return {role: p for role, p in table.items() if p}
+
+
+def check_outputs(inputs: Mapping[str, str | None] | Iterable[str | None], files: dict[str, str | None] | None = None,
+                  dirs: dict[str, str | None] | None = None, new_dirs: dict[str, str | None] | None = None) -> None:
+    """Refuse, before anything runs, every output that is an input, lies inside one, or cannot be
+    written (:func:`eagle_audit.outputs.check_output`). ``files`` / ``dirs`` / ``new_dirs`` (absent or
+    empty directories): flag -> path (None and "-" skipped). ``inputs``: role -> path (or a list).
+    Every command calls this first; a new command does the same:
+
+        check_outputs(audit_inputs(target, draft, prompts, engine, trainer),
+                      files={"--json": json_out}, dirs={"--report": report})
+    """
+    inputs = inputs if isinstance(inputs, Mapping) else list(inputs)
+    for kind, table in (("file", files or {}), ("dir", dirs or {}), ("new_dir", new_dirs or {})):
+        for flag, path in table.items():
+            if path is not None and str(path) != "-":
+                outputs.check_output(path, inputs, flag, kind)
+
+
+def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, integer: bool = False):
+    """A click callback: the value must be a finite number in ``[lo, hi]`` (``(lo, hi]`` with
+    ``lo_open``). NaN and infinities are refused (``x > nan`` is always false: a NaN tolerance would
+    pass every check)."""
+
+    def check(ctx: typer.Context, param: typer.CallbackParam, value):
+        if value is None:
+            return value
+        if isinstance(value, float) and not math.isfinite(value):
+            raise BadParameter(f"{value} is not a finite number", ctx=ctx, param=param)
+        low_bad = lo is not None and (value <= lo if lo_open else value < lo)
+        if low_bad or (hi is not None and value > hi):
+            left = "(" if lo_open else "["
+            lo_s = "-inf" if lo is None else f"{lo:g}"
+            hi_s = "inf" if hi is None else f"{hi:g}"
+            raise BadParameter(f"{value} is outside {left}{lo_s}, {hi_s}]", ctx=ctx, param=param)
+        return value
+
+    return check

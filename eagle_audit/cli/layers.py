@@ -9,10 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..audit import LayersOptions, run_layers
+from .. import outputs
 from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..fix import merge_patch
 from ..render import render_layers
-from .common import (BuiltinRules, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts,
+from .common import (BuiltinRules, audit_inputs, check_outputs, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts,
                      ReportDir, Target, Threads, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err,
                      error_edge, out, parse_ints, reporter, use_threads, write_json)
 
@@ -54,6 +55,9 @@ def layers(
     with error_edge():
         use_threads(threads)
         target, draft = default_inputs(target, draft)
+        check_outputs(audit_inputs(target, draft, prompts, engine, trainer),
+                      files={"--json": json_out}, dirs={"--report": report},
+                      new_dirs={"--write-fixed-config": write_fixed_config})
         opts = LayersOptions(target=target, draft=draft, engine=engine, trainer=trainer,
                              trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
                              prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
@@ -70,12 +74,15 @@ def layers(
         if report:
             from ..report import write_reports
 
-            for path in write_reports(result.to_json(), report):
+            for path in write_reports(result.to_json(), report, inputs=audit_inputs(target, draft, prompts, engine, trainer)):
                 err.print(f"wrote {path}")
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)
 
 
 def _write_fixed(draft: str, dest: str, result) -> None:
+    """A corrected copy of the draft in ``dest`` (absent or empty; checked before the run): config.json
+    patched, every other file linked (copied where links are not possible). Built under a temporary
+    name beside ``dest`` and renamed into place, so a failure leaves nothing half-written."""
     import json
 
     src, out_dir = Path(draft), Path(dest)
@@ -84,18 +91,17 @@ def _write_fixed(draft: str, dest: str, result) -> None:
         return
     if not result.fix.possible:
         raise AuditError(f"--write-fixed-config: no config change fixes this for {result.fix.engine}: {result.fix.explanation}")
-    if out_dir.resolve() == src.resolve():
-        raise AuditError(f"--write-fixed-config: {dest} is the input draft; choose another directory (inputs are never modified)")
     if out_dir.exists() and any(out_dir.iterdir()):
-        raise AuditError(f"--write-fixed-config: {dest} exists and is not empty")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    config = json.loads((src / "config.json").read_text())
-    (out_dir / "config.json").write_text(json.dumps(merge_patch(config, result.fix.patch), indent=2) + "\n")
-    for f in src.iterdir():
-        if f.name != "config.json":
-            link = out_dir / f.name
-            try:
-                link.symlink_to(f.resolve())
-            except OSError:
-                shutil.copy2(f, link)
+        raise AuditError(f"--write-fixed-config {dest}: the directory exists and is not empty",
+                         hint="choose a new or empty directory")
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    with outputs.new_directory(out_dir) as tmp:
+        (tmp / "config.json").write_text(json.dumps(merge_patch(config, result.fix.patch), indent=2) + "\n")
+        for f in src.iterdir():
+            if f.name != "config.json":
+                link = tmp / f.name
+                try:
+                    link.symlink_to(f.resolve())
+                except OSError:
+                    shutil.copy2(f, link)
     err.print(f"wrote {out_dir / 'config.json'} (weights linked from {src})")

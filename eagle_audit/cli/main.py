@@ -7,12 +7,13 @@ from typing import Annotated
 import typer
 
 from .accept_rate import accept_rate
+from .common import Group
 from .layers import layers
 from .probe import probe
 from .report import report
 from .train_canary import train_canary
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines.")
 
 

@@ -12,7 +12,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import InputNotFound
-from .common import err, error_edge
+from .. import outputs
+from .common import check_outputs, err, error_edge
 from ..probe import (DELEGATING_UNRESOLVED, PROBERS, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ProbeResult, builtin_base,
                      probe_engine, to_convention, to_convention_data)
 
@@ -45,6 +46,7 @@ def probe(
       eagle-audit layers ... --engine probes/sglang-probed.json
     """
     with error_edge():
+        check_outputs({"source": source}, files={"--out": None if out is None else str(out)})
         result = probe_engine(engine, source)
         base = builtin_base(engine)
         data = to_convention_data(result, base)
@@ -55,7 +57,7 @@ def probe(
                 sys.stdout.write(text)
                 return
             try:
-                out.write_text(text)
+                outputs.write_text(out, text)
             except OSError as e:
                 raise InputNotFound(f"{out}: cannot write the convention file ({e.strerror or e})") from None
             err.print(f"wrote {out}")

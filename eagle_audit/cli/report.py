@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import AuditError
-from .common import err, error_edge
+from .. import outputs
+from .common import check_outputs, err, error_edge
 
 
 def report(
@@ -43,10 +43,11 @@ def report(
 
         if len(results) > 2:
             raise AuditError(f"report: {len(results)} results given; pass one, or a layers and an accept-rate result")
-        docs = [load_result(p) for p in results]
-        data = merge(*docs)
         if html is None and md is None and out_dir is None:
             out_dir = "reports"
+        check_outputs([("result", p) for p in results], files={"--html": html, "--md": md}, dirs={"--out": out_dir})
+        docs = [load_result(p) for p in results]
+        data = merge(*docs)
         rendered = []
         if html is not None:
             rendered.append((html, render_html(data)))
@@ -55,7 +56,7 @@ def report(
         for dest, text in rendered:  # everything rendered before anything is written
             _write(dest, text)
         if out_dir is not None:
-            for path in write_reports(docs[0] if len(docs) == 1 else data, out_dir):  # one file: kept as it was
+            for path in write_reports(docs[0] if len(docs) == 1 else data, out_dir, inputs=[("result", p) for p in results]):  # one file: kept as it was
                 err.print(f"wrote {path}", highlight=False)
 
 
@@ -64,7 +65,7 @@ def _write(dest: str, text: str) -> None:
         sys.stdout.write(text)
         return
     try:
-        Path(dest).write_text(text, encoding="utf-8")
+        outputs.write_text(dest, text)
     except OSError as e:
         raise AuditError(f"{dest}: cannot write the report ({e.strerror or e})") from None
     err.print(f"wrote {dest}", highlight=False)

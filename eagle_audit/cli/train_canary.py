@@ -7,7 +7,18 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import EXIT_OK
-from .common import JsonOut, Prompts, Target, Threads, err, error_edge, out, use_threads, write_json
+from ..outputs import check_canary_out
+from .common import (JsonOut, Prompts, Target, Threads, audit_inputs, check_outputs, err, error_edge, in_range, out,
+                     use_threads, write_json)
+
+
+def train_inputs(target: str | None, prompts: str | None) -> dict[str, str]:
+    """What train-canary reads: the target (the default one too), the prompts, the cache."""
+    if target is None:
+        from ..target import default_target
+
+        target = default_target()
+    return audit_inputs(target, None, prompts)
 
 
 def train_canary(
@@ -16,16 +27,18 @@ def train_canary(
     target: Target = None,
     prompts: Prompts = None,
     max_prompts: Annotated[Optional[int], typer.Option("--max-prompts", help="Use at most this many prompts (default: all).", min=1)] = None,
-    epochs: Annotated[int, typer.Option("--epochs", help="Passes over the generated text.", min=1)] = 30,
-    ttt_steps: Annotated[int, typer.Option("--ttt-steps", help="Training-time-test steps unrolled per position.", min=1)] = 3,
-    draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary: the most frequent target tokens of the text.", min=16)] = 4096,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2)] = 256,
-    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up then cosine).")] = 2e-3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for initialisation and batch order.")] = 0,
+    epochs: Annotated[int, typer.Option("--epochs", help="Passes over the generated text.", min=1, max=100_000)] = 30,
+    ttt_steps: Annotated[int, typer.Option("--ttt-steps", help="Training-time-test steps unrolled per position.", min=1, max=64)] = 3,
+    draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary: the most frequent target tokens of the text.", min=16, max=10_000_000)] = 4096,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=1_000_000)] = 256,
+    lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up then cosine); finite, in (0, 10].", callback=in_range(0, 10, lo_open=True))] = 2e-3,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for initialisation and batch order.", min=0, max=2**63 - 1)] = 0,
     threads: Threads = None,
     device: Annotated[str, typer.Option("--device", help="Where the target generates and the draft trains: cpu or cuda[:i].")] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype", help="Training precision: float32, or bfloat16 (bf16 autocast on CUDA, float32 master weights).")] = "float32",
     json_out: JsonOut = None,
+    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty --out directory that holds no canary "
+                                        "of eagle-audit's (never into an input, nor over a model or draft checkpoint).")] = False,
 ) -> None:
     """Train a one-layer EAGLE-3 canary draft on text the target generates itself.
 
@@ -37,8 +50,13 @@ def train_canary(
       eagle-audit train-canary --boundaries 0,3,16 --out ./canary
 
       eagle-audit train-canary -t ./Llama-3.2-1B --boundaries 2,8,13 --out ./canary --prompts mt_bench.jsonl
+
+    --out must be new, empty, or a canary an earlier train-canary wrote (it holds a .eagle-audit-canary
+    file); --force allows another non-empty directory. Inputs and model checkpoints are never overwritten.
     """
     with error_edge():
+        check_canary_out(out_dir, train_inputs(target, prompts), "--out", force=force, force_label="--force")
+        check_outputs(train_inputs(target, prompts), files={"--json": json_out})
         use_threads(threads)
         from ..accept.canary import CanaryOptions, train_canary as train
         from ..prompts import encode, load_prompts

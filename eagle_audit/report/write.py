@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
+from .. import outputs
 from ..errors import AuditError
 from .inputs import normalize
 from .render import render_html, render_markdown
@@ -38,19 +39,28 @@ def _slug(text: str) -> str:
     return s[:60].rstrip("-.") or "x"
 
 
-def write_reports(result_json: Mapping[str, Any], out_dir: str | Path) -> list[Path]:
+def write_reports(result_json: Mapping[str, Any], out_dir: str | Path, inputs: Any = ()) -> list[Path]:
     """Write ``<name>.json``, ``<name>.html`` and ``<name>.md`` into ``out_dir`` (created if needed) and
     return their paths in that order; ``<name>`` is :func:`report_name`. The JSON is the input as given
-    (a single result stays a single result, so it can be rendered again or merged later)."""
+    (a single result stays a single result, so it can be rendered again or merged later); when that file
+    is itself one of ``inputs`` (the result being rendered again) it is left as it is. Each file is
+    written atomically; a path that is an input (or inside one) is refused before anything is written."""
     out = Path(out_dir)
+    inputs = outputs.named_inputs(inputs)
     name = report_name(result_json)
     html, md = render_html(result_json), render_markdown(result_json)  # render first: no partial set on error
+    paths = [out / f"{name}.json", out / f"{name}.html", out / f"{name}.md"]
+    texts = [json.dumps(result_json, indent=2, default=str) + "\n", html, md]
+    keep = {outputs.real(i) for _, i in inputs}
+    outputs.check_output(out, inputs, "report directory", kind="dir")
+    for p in paths[1:]:
+        outputs.check_output(p, inputs, "report file")
     try:
         out.mkdir(parents=True, exist_ok=True)
-        paths = [out / f"{name}.json", out / f"{name}.html", out / f"{name}.md"]
-        paths[0].write_text(json.dumps(result_json, indent=2, default=str) + "\n", encoding="utf-8")
-        paths[1].write_text(html, encoding="utf-8")
-        paths[2].write_text(md, encoding="utf-8")
+        for p, text in zip(paths, texts):
+            if outputs.real(p) in keep:  # the result JSON being rendered again: it is the input, kept as is
+                continue
+            outputs.write_text(p, text)
     except OSError as e:
         raise AuditError(f"{out}: cannot write the report ({e.strerror or e})") from None
     return paths

@@ -1,0 +1,191 @@
+"""Where eagle-audit writes, and how: outputs never overwrite inputs or unrelated data (docs/safety.md).
+
+Rules, checked by :func:`check_output` before a run starts (so nothing is computed for a write that
+would be refused):
+
+1. An output is refused when it is an input, or lies inside an input directory. Both sides are
+   compared after resolving symlinks, so a link to an input is the input.
+2. An output must be writable: an existing file output must be a writable regular file, a directory
+   output must not be a file, and the nearest existing parent must be a writable directory.
+3. A canary directory (``train-canary``) is written only where it is empty, absent, or holds a canary
+   that eagle-audit wrote itself (the :data:`CANARY_MARKER` file). ``force`` allows another non-empty
+   directory, but never an input, and never a directory holding a model or draft checkpoint that
+   eagle-audit did not write.
+
+Writes are atomic (:func:`write_text`, :func:`write_bytes`, :func:`new_directory`): a temporary file in
+the destination's own directory, then a rename, so a reader never sees a half-written file and a killed
+run leaves the old file (or nothing) behind.
+
+Messages name the output by the ``label`` the caller gives (the CLI passes its flag, the Python API
+the parameter name).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator, Mapping
+
+from .errors import OutputRefused
+
+#: the file that marks a directory as a canary written by eagle-audit (``train-canary``)
+CANARY_MARKER = ".eagle-audit-canary"
+
+#: weight files that make a directory a model or draft checkpoint
+_WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.gguf", "*.pt", "*.pth")
+
+
+def real(path: str | os.PathLike) -> Path:
+    """The absolute path with every symlink resolved (a missing tail is kept as given)."""
+    return Path(os.path.realpath(os.path.expanduser(os.fspath(path))))
+
+
+def _inside(path: Path, parent: Path) -> bool:
+    return path == parent or parent in path.parents
+
+
+Inputs = "Mapping[str, str | os.PathLike | None] | Iterable[str | os.PathLike | None]"
+
+
+def named_inputs(inputs) -> list[tuple[str, str | os.PathLike]]:
+    """``inputs`` (role -> path, or a list of paths or of (role, path) pairs) as (role, path) pairs, the
+    empty ones and "-" (stdin) left out."""
+    if isinstance(inputs, Mapping):
+        pairs = list(inputs.items())
+    else:
+        pairs = [i if isinstance(i, tuple) else ("", i) for i in inputs]
+    return [(role, i) for role, i in pairs if i is not None and str(i) != "-"]
+
+
+def check_output(path: str | os.PathLike, inputs: Inputs, label: str = "output", kind: str = "file") -> Path:
+    """The resolved output path, or :class:`OutputRefused` when writing it would touch an input or cannot
+    work. ``kind``: ``"file"``, ``"dir"``, or ``"new_dir"`` (a directory that must be absent or empty);
+    ``inputs``: every path the run reads, as a list or as role -> path (the role names it in messages;
+    None entries are skipped)."""
+    if kind not in ("file", "dir", "new_dir"):
+        raise ValueError(f"kind must be 'file', 'dir' or 'new_dir', got {kind!r}")
+    p = real(path)
+    for role, i in named_inputs(inputs):
+        ri = real(i)
+        what = f"the input {role}" if role else "an input of the run"
+        if p == ri:
+            raise OutputRefused(f"{label} {path}: is {what}; inputs are never modified", hint="choose another path")
+        if ri.is_dir() and _inside(p, ri):
+            raise OutputRefused(f"{label} {path}: lies inside {what} ({i}); inputs are never modified",
+                                hint="choose a path outside every input")
+    _check_writable(p, path, label, "dir" if kind == "new_dir" else kind)
+    if kind == "new_dir" and p.is_dir() and any(p.iterdir()):
+        raise OutputRefused(f"{label} {path}: the directory exists and is not empty",
+                            hint="choose a new or empty directory")
+    return p
+
+
+def _check_writable(p: Path, given, label: str, kind: str) -> None:
+    if os.path.lexists(p) and not p.exists():
+        raise OutputRefused(f"{label} {given}: a broken symbolic link or a symbolic-link loop")
+    if p.exists():
+        if kind == "file" and p.is_dir():
+            raise OutputRefused(f"{label} {given}: is a directory; give a file name")
+        if kind == "dir" and not p.is_dir():
+            raise OutputRefused(f"{label} {given}: is a file, not a directory")
+        if kind == "file" and not os.access(p, os.W_OK):
+            raise OutputRefused(f"{label} {given}: the file is not writable")
+    parent = p if kind == "dir" and p.exists() else p.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise OutputRefused(f"{label} {given}: {parent} is a file, not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputRefused(f"{label} {given}: the directory {parent} is not writable")
+
+
+def is_checkpoint(directory: Path) -> bool:
+    """A model or draft checkpoint: a config.json beside weight files, or a GGUF file."""
+    if next(directory.glob("*.gguf"), None) is not None:
+        return True
+    return (directory / "config.json").is_file() and any(next(directory.glob(g), None) for g in _WEIGHT_GLOBS)
+
+
+def check_canary_out(path: str | os.PathLike, inputs: Inputs, label: str = "out",
+                     force: bool = False, force_label: str = "force") -> Path:
+    """The resolved canary directory, refused unless it is absent, empty, or a canary eagle-audit wrote
+    (``force``: any other non-empty directory that is not a checkpoint); never an input."""
+    p = check_output(path, inputs, label, kind="dir")
+    if not p.is_dir() or not any(p.iterdir()):
+        return p
+    if (p / CANARY_MARKER).is_file():
+        return p
+    if is_checkpoint(p):
+        raise OutputRefused(f"{label} {path}: holds a model or draft checkpoint that eagle-audit did not write; "
+                            "it is never overwritten", hint="choose an empty or new directory")
+    if not force:
+        raise OutputRefused(f"{label} {path}: the directory is not empty and holds no canary written by eagle-audit "
+                            f"(no {CANARY_MARKER} file)",
+                            hint=f"choose an empty or new directory, or pass {force_label} to write into it anyway")
+    return p
+
+
+def mark_canary(directory: str | os.PathLike, record: dict) -> None:
+    """Mark ``directory`` as a canary written by eagle-audit (what :func:`check_canary_out` looks for)."""
+    write_text(Path(directory) / CANARY_MARKER, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+# ----------------------------------------------------------------------------- atomic writes
+
+def _umask_mode(existing: Path) -> int:
+    try:
+        return existing.stat().st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically: a temporary file beside it, then a rename over it."""
+    p = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, _umask_mode(p))
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return p
+
+
+def write_text(path: str | os.PathLike, text: str) -> Path:
+    return write_bytes(path, text.encode("utf-8"))
+
+
+@contextmanager
+def new_directory(path: str | os.PathLike) -> Iterator[Path]:
+    """Build a directory under a temporary name beside ``path`` and rename it into place when the block
+    ends without error (``path`` must be absent or empty); on error the temporary directory is removed."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp"))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_current_umask())
+        os.replace(tmp, p)  # POSIX: replaces an empty directory, fails on a non-empty one
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

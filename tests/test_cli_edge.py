@@ -1,0 +1,134 @@
+"""The CLI edge every command shares (eagle_audit/cli/common.py): exit codes 0/1/2/3, one `error:` line
+for usage errors and bad numbers, an internal error never exits 1, outputs that would touch an input are
+refused before anything runs, and library errors are shown with the command's flags."""
+
+import json
+
+import pytest
+
+from eagle_audit.cli.main import app
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def one_error_line(res, code=2) -> str:
+    """Exit ``code``, no traceback, stderr = one ``error:`` line (plus an optional hint line)."""
+    assert res.exit_code == code, (res.exit_code, res.output)
+    assert "Traceback" not in res.output
+    lines = res.stderr.strip().splitlines()
+    assert lines and lines[0].startswith("error: "), lines
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("  hint: ")), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["layers", "--bogus"], "No such option: --bogus"),
+    (["layers", "--max-prompts", "x"], "--max-prompts"),
+    (["layers", "--max-prompts", "0"], "--max-prompts"),
+    (["nope"], "No such command"),
+    (["report"], "Missing argument"),
+    (["accept-rate", "--tolerance", "nan"], "not a finite number"),
+    (["accept-rate", "--tolerance", "inf"], "not a finite number"),
+    (["accept-rate", "--tolerance", "-1"], "--tolerance"),
+    (["accept-rate", "--topk", "100000"], "--topk"),
+    (["accept-rate", "--num-steps", "0"], "--num-steps"),
+    (["accept-rate", "--max-new-tokens", "1"], "--max-new-tokens"),
+    (["train-canary", "--boundaries", "1", "--out", "x", "--threads", "-1"], "--threads"),
+    (["train-canary", "--boundaries", "1", "--out", "x", "--lr", "nan"], "--lr"),
+    (["train-canary", "--boundaries", "1", "--out", "x", "--lr", "0"], "--lr"),
+    (["train-canary", "--boundaries", "1", "--out", "x", "--ttt-steps", "100000"], "--ttt-steps"),
+    (["train-canary", "--boundaries", "1", "--out", "x", "--seed", "-3"], "--seed"),
+])
+def test_usage_errors_are_one_line_exit_2(cli, args, needle):
+    assert needle in one_error_line(cli(*args, command=None))
+
+
+def test_no_arguments_prints_help(cli):
+    res = cli(command=None)
+    assert res.exit_code == 2 and "Usage" in res.output and "Traceback" not in res.output
+
+
+def test_library_errors_are_shown_with_the_flags(cli, config_only_target, make_draft, tmp_path):
+    line = one_error_line(cli("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(),
+                              "--dtype", "int8"))
+    assert line.startswith("error: --dtype: unknown dtype 'int8'"), line
+
+
+def test_an_unexpected_exception_is_an_internal_error_exit_3(cli, config_only_target, make_draft, monkeypatch):
+    import eagle_audit.audit as audit
+
+    def broken(path):  # a bug somewhere in the library
+        raise ZeroDivisionError("boom\nsecond line")
+
+    monkeypatch.setattr(audit, "read_draft", broken)
+    args = ("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(), "--static")
+    line = one_error_line(cli(*args), code=3)
+    assert "internal error, please report" in line and "ZeroDivisionError: boom\\nsecond line" in line
+    monkeypatch.setenv("EAGLE_AUDIT_DEBUG", "1")
+    res = cli(*args)
+    assert isinstance(res.exception, ZeroDivisionError)  # the traceback is the user's to see
+
+
+def test_error_text_is_never_read_as_markup_and_is_cut(cli, tmp_path):
+    name = "[bold]x[/bold]" + "y" * 3000
+    line = one_error_line(cli("-t", tmp_path / name, "--static"))
+    assert "[bold]x[/bold]" in line and len(line) < 500
+
+
+# ---------------------------------------------------------------------------- outputs never touch inputs
+
+
+def test_layers_outputs_inside_the_draft_are_refused(cli, config_only_target, make_draft, digest, tmp_path):
+    target = config_only_target("LlamaForCausalLM", 8)
+    draft = make_draft(nested_ids=[1, 3, 4])
+    before = digest(draft), digest(target)
+    base = ("-t", target, "-d", draft, "-e", "vllm-v1", "--static")
+    for extra, what in ((("--json", draft / "config.json"), "--json"), (("--report", draft), "--report"),
+                        (("--write-fixed-config", draft / "fixed"), "--write-fixed-config"),
+                        (("--json", target / "config.json"), "inside the input target"),
+                        (("--report", target), "is the input target")):
+        res = cli(*base, *extra)
+        assert what in one_error_line(res) and res.stdout == ""
+    link = tmp_path / "link"
+    link.symlink_to(draft)
+    assert "lies inside the input draft" in one_error_line(cli(*base, "--json", link / "config.json"))
+    assert (digest(draft), digest(target)) == before
+    assert sorted(p.name for p in draft.iterdir()) == ["config.json", "model.safetensors"]
+
+
+def test_write_fixed_config_onto_a_file_is_refused(cli, config_only_target, make_draft, tmp_path):
+    (tmp_path / "file").write_text("keep")
+    res = cli("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(nested_ids=[1, 3, 4]), "-e",
+              "vllm-v1", "--static", "--write-fixed-config", tmp_path / "file")
+    assert "is a file, not a directory" in one_error_line(res)
+    assert (tmp_path / "file").read_text() == "keep"
+
+
+def test_train_canary_never_writes_over_a_model(cli, config_only_target, make_draft, digest, tmp_path):
+    target = config_only_target("LlamaForCausalLM", 8)
+    draft = make_draft()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "notes.txt").write_text("mine")
+    before = digest(target), digest(draft), digest(busy)
+    base = ("--boundaries", "0,3,5", "-t", target)
+    assert "is the input target" in one_error_line(cli(*base, "--out", target, "--force", command="train-canary"))
+    assert "checkpoint" in one_error_line(cli(*base, "--out", draft, "--force", command="train-canary"))
+    line = one_error_line(cli(*base, "--out", busy, command="train-canary"))
+    assert "not empty" in line and "--force" in cli(*base, "--out", busy, command="train-canary").stderr
+    assert (digest(target), digest(draft), digest(busy)) == before
+
+
+def test_report_outputs_over_its_inputs_are_refused(cli, tmp_path):
+    result = tmp_path / "r.json"
+    result.write_text(json.dumps({"schema": "eagle-audit/accept-rate/1", "accept_length": {"trained": 2.0}}))
+    before = result.read_bytes()
+    assert "is the input result" in one_error_line(cli(result, "--html", result, command="report"))
+    assert "is the input result" in one_error_line(cli(result, "--md", result, command="report"))
+    # rendering a report's own JSON again into its folder keeps that JSON as it is
+    res = cli(result, "--out", tmp_path, command="report")
+    assert res.exit_code == 0, res.output
+    res = cli(tmp_path / "accept-rate.json", "--out", tmp_path, command="report")
+    assert res.exit_code == 0, res.output
+    assert result.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
