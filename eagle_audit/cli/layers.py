@@ -50,7 +50,7 @@ def layers(
 
       eagle-audit layers -t model.gguf -d ./draft --trained-boundaries 0,3,31 --json result.json
 
-    Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input.
+    Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input, 3 internal error.
     """
     with error_edge():
         use_threads(threads)
