@@ -265,7 +265,7 @@ def test_every_option_has_help_and_kebab_case():
         assert p.help, p.name
         for opt in p.opts:
             assert re.fullmatch(r"--?[a-z][a-z0-9-]*", opt), opt
-    assert "Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input." in " ".join(command.help.split())
+    assert "Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input, 3 internal error." in " ".join(command.help.split())
 
 
 # ---------------------------------------------------------------------------- the SmolLM2 demo
