@@ -177,43 +177,52 @@ def _layout(config: Mapping[str, Any], shapes: Mapping[str, tuple]) -> str:
     return "eagle"
 
 
-def _load_array(directory: Path, name: str):
-    """One small tensor as a numpy array, read without importing torch where the file allows it
-    (safetensors); ``.bin`` files and dtypes numpy lacks (bf16) go through :func:`load_tensor`."""
-    from safetensors import safe_open
+_INT_CODES = {"I64": "q", "I32": "i", "I16": "h", "I8": "b", "U8": "B", "BOOL": "B"}
+
+
+def _load_ints(directory: Path, name: str) -> list[int] | None:
+    """One small integer or bool tensor, flattened, read from the safetensors bytes with the standard
+    library (no numpy, no torch: a static audit stays light); ``.bin`` files and other dtypes go
+    through :func:`load_tensor`. Little-endian, as safetensors stores it."""
+    import sys
+    from array import array
 
     for f in _weight_files(directory):
         if f.suffix != ".safetensors":
             continue
-        with safe_open(str(f), framework="numpy") as sf:
-            for key in sf.keys():
-                if _canonical(key) == name:
-                    try:
-                        return sf.get_tensor(key)
-                    except (TypeError, ValueError):  # e.g. a bf16 tensor: numpy has no such dtype
-                        break
+        header = read_safetensors_header(f)
+        for key, meta in header.items():
+            if _canonical(key) != name:
+                continue
+            code = _INT_CODES.get(meta["dtype"])
+            if code is None:
+                break
+            start, stop = meta["data_offsets"]
+            with f.open("rb") as fh:
+                (n,) = struct.unpack("<Q", fh.read(8))
+                fh.seek(8 + n + start)
+                values = array(code, fh.read(stop - start))
+            if sys.byteorder != "little" and values.itemsize > 1:
+                values.byteswap()
+            return values.tolist()
     t = load_tensor(directory, name)
-    return None if t is None else t.float().numpy() if t.is_floating_point() else t.numpy()
+    return None if t is None else [int(v) for v in t.reshape(-1).tolist()]
 
 
 def _vocab_map(directory: Path, config: Mapping, shapes: Mapping) -> VocabMap:
-    import numpy as np
-
     dvs = config.get("draft_vocab_size")
     has_d2t, has_t2d = "d2t" in shapes, "t2d" in shapes
     if not has_d2t:
         return VocabMap(dvs, False, has_t2d, t2d_len=shapes["t2d"][0] if has_t2d else None)
-    d2t = np.asarray(_load_array(directory, "d2t")).astype(np.int64).reshape(-1)
-    target = np.arange(d2t.shape[0]) + d2t
-    t2d = _load_array(directory, "t2d") if has_t2d else None
+    d2t = _load_ints(directory, "d2t") or []
+    target = [i + d for i, d in enumerate(d2t)]
+    t2d = [bool(v) for v in _load_ints(directory, "t2d")] if has_t2d else None
     in_t2d = None
     if t2d is not None:
-        t2d = np.asarray(t2d).astype(bool).reshape(-1)
-        ok = (target >= 0) & (target < t2d.shape[0])
-        in_t2d = bool(ok.all() and t2d[np.clip(target, 0, t2d.shape[0] - 1)].all())
-    return VocabMap(dvs, True, has_t2d, d2t_len=int(d2t.shape[0]), t2d_len=int(t2d.shape[0]) if t2d is not None else None,
-                    t2d_count=int(t2d.sum()) if t2d is not None else None, max_target_id=int(target.max()),
-                    min_target_id=int(target.min()), d2t_in_t2d=in_t2d)
+        in_t2d = all(0 <= t < len(t2d) and t2d[t] for t in target)
+    return VocabMap(dvs, True, has_t2d, d2t_len=len(d2t), t2d_len=len(t2d) if t2d is not None else None,
+                    t2d_count=sum(t2d) if t2d is not None else None, max_target_id=max(target) if target else None,
+                    min_target_id=min(target) if target else None, d2t_in_t2d=in_t2d)
 
 
 def read_draft(path: str) -> DraftSpec:
