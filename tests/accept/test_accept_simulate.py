@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 
 from eagle_audit.accept.live import run_live
 from eagle_audit.accept.runtime import flags_from_config, load_draft_model
@@ -83,6 +84,7 @@ def test_batched_generation_equals_one_at_a_time(tiny_target):
     _check_batched_equals_one_at_a_time(tiny_target, tiny_prompts(8, seed=5), 16)
 
 
+@pytest.mark.full  # seven architectures; the tiny Llama above covers the default tier
 def test_batched_generation_other_architectures(tiny_targets, arch_key):
     import torch
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -70,6 +71,7 @@ def test_cli_miswiring_exits_1(smol_canary, tmp_path):
 # ---------------------------------------------------------------------------- the shipped demo draft
 
 
+@pytest.mark.full  # about 30-50 s of CPU: 8 prompts x 64 tokens through SmolLM2, five simulations
 def test_demo_accept_rate_with_no_arguments_tells_the_layers_story(tmp_path):
     """`eagle-audit accept-rate` on the defaults: the shipped draft (trained on B0, B3, B16) loses most
     of its acceptance under SGLang's default wiring, and fixing slot 2 recovers part of it."""
