@@ -1,3 +1,53 @@
-"""eagle-audit: find train/serve hidden-state wiring mismatches of EAGLE-3 drafts."""
+"""eagle-audit: find train/serve hidden-state wiring mismatches of EAGLE-3 drafts.
+
+The Python API (docs/python-api.md), imported on first use so that ``import eagle_audit`` stays light::
+
+    from eagle_audit import State, accept_rate, audit_layers, capture, fingerprint, load_target
+
+``eagle_audit.capture`` and ``eagle_audit.fingerprint`` are the API functions, although modules of those
+names exist (the capture hooks, the fingerprint command): import from the modules explicitly
+(``from eagle_audit.capture import capture_states``), which keeps working.
+"""
+
+import sys as _sys
+import types as _types
 
 __version__ = "0.1.0"
+
+_API = {"audit_layers": ".api", "accept_rate": ".api", "capture": ".api", "load_target": ".api",
+        "State": ".states", "AuditError": ".errors"}
+#: API names that are also submodule names: importing the submodule must not replace the function here.
+_SHADOWED = {"capture", "fingerprint"}
+
+__all__ = ["__version__", "fingerprint", *_API]
+
+
+def __getattr__(name: str):
+    """Lazy exports: the API functions import torch and transformers only when first used."""
+    import importlib
+
+    if name in _API:
+        value = getattr(importlib.import_module(_API[name], __name__), name)
+    elif name == "fingerprint":  # the fingerprint command's Python entry point, where this version has it
+        try:
+            value = importlib.import_module(".fingerprint.run", __name__).fingerprint
+        except (ImportError, AttributeError):
+            raise AttributeError("eagle_audit.fingerprint is not available in this version") from None
+    else:
+        raise AttributeError(f"module 'eagle_audit' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+class _Package(_types.ModuleType):
+    """The package module: Python's import system sets ``eagle_audit.<sub>`` to a submodule once it is
+    imported; for the names in _SHADOWED that would replace the API function, so it is skipped (the
+    submodule stays in sys.modules, where ``from eagle_audit.capture import ...`` finds it)."""
+
+    def __setattr__(self, name, value):
+        if name in _SHADOWED and isinstance(value, _types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+_sys.modules[__name__].__class__ = _Package

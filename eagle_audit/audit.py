@@ -1,6 +1,8 @@
 """The `layers` audit, end to end: load, resolve both wirings, capture, diagnose, fix.
 
-One function, :func:`run_layers`, that the CLI calls; it returns a frozen :class:`LayersResult`.
+One function, :func:`run_layers`, that the CLI and :func:`eagle_audit.api.audit_layers` call; it returns a
+frozen :class:`LayersResult`. What it shares with `accept-rate` (inputs, loading, resolution) lives in
+:mod:`eagle_audit.inputs`.
 """
 
 from __future__ import annotations
@@ -8,33 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .diagnose import SlotStats, check_target_fit, diagnose
-from .draft import read_draft
+from .diagnose import SlotStats, diagnose
 from .fix import plan_fix
-from .provenance import engine_convention, provenance
+from .inputs import AuditInputs, prepare
+from .provenance import provenance
 from .resolution import CANARY_KEY, TRAINER_BY_LAYOUT, resolve_audit, resolve_trained  # noqa: F401 (re-exported)
 from .result import Heatmap, LayersResult
 from .states import State, all_states
-from .target import load_target, target_info
-
-
-@dataclass(frozen=True)
-class AuditInputs:
-    """What every audit of a (target, draft) pair under a trainer and an engine starts from."""
-
-    target: str
-    draft: str
-    engine: str = "sglang"
-    trainer: str | None = None
-    trained_boundaries: str | None = None
-    trained_ids: tuple[int, ...] | None = None
-    prompts: str | None = None
-    max_prompts: int = 8
-    max_tokens: int = 256
-    device: str = "cpu"
-    dtype: str = "auto"
-    use_installed_engine: bool = True
-    command: str | None = None  # the CLI line that reproduces this run (None: library call)
 
 
 @dataclass(frozen=True)
@@ -86,19 +68,8 @@ def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], se
 
 def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> LayersResult:
-    notes: list[str] = []
-    draft = read_draft(opts.draft)
-    engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
-    target = None
-    if opts.static:
-        info = target_info(opts.target)
-    else:
-        if status:
-            status(f"loading target {opts.target}")
-        target = load_target(opts.target, opts.device, opts.dtype, opts.device_map, progress=status)
-        info = target.info
-    check_target_fit(draft, info)
-    res, trainer = resolve_audit(draft, info, engine, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
+    p = prepare(opts, load_weights=not opts.static, device_map=opts.device_map, status=status)
+    draft, engine, target, info, res, trainer, notes = p.draft, p.engine, p.target, p.info, p.resolution, p.trainer, p.notes
     stats, heat, tokens, n_prompts = None, None, 0, 0
     if target is not None:
         from .prompts import encode, load_prompts

@@ -14,11 +14,11 @@ against the same rules).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from .conventions import DRAFT_FLAGS, CaptureRule, Convention, Wiring, get_convention
 from .draft import DraftSpec
-from .states import State, parse_states
+from .states import State, as_states, parse_states
 from .target import TargetInfo
 
 #: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
@@ -134,13 +134,15 @@ class Resolution:
 
 
 def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], trainer: str | None = None,
-                    trained_boundaries: str | None = None, trained_ids: tuple[int, ...] | None = None
+                    trained_boundaries: str | Sequence[State | int] | None = None, trained_ids: tuple[int, ...] | None = None
                     ) -> tuple[SideWiring, Convention | None]:
-    """What the draft was trained on: boundaries given directly; else a canary's recorded boundaries; else
+    """What the draft was trained on: boundaries given directly (text such as "0,3,31", or states / boundary
+    ints); else a canary's recorded boundaries; else
     the trainer's convention (given, or assumed from the draft layout, which ``notes`` records) applied
     to the draft config."""
-    if trained_boundaries:
-        states = parse_states(trained_boundaries, info.num_layers)
+    if trained_boundaries is not None and len(trained_boundaries):
+        states = (parse_states(trained_boundaries, info.num_layers) if isinstance(trained_boundaries, str)
+                  else as_states(trained_boundaries, info.num_layers))
         conv = get_convention(trainer, "trainer") if trainer else None
         notes.append(f"trained states given directly: {[s.label() for s in states]}")
         wiring = Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
@@ -162,7 +164,7 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
 
 
 def resolve_audit(draft: DraftSpec, info: TargetInfo, engine: Convention, notes: list[str], trainer: str | None = None,
-                  trained_boundaries: str | None = None, trained_ids: tuple[int, ...] | None = None
+                  trained_boundaries: str | Sequence[State | int] | None = None, trained_ids: tuple[int, ...] | None = None
                   ) -> tuple[Resolution, Convention | None]:
     """Both sides of an audit; also the trainer convention (for provenance), None where none was used."""
     trained, conv = resolve_trained(draft, info, notes, trainer, trained_boundaries, trained_ids)

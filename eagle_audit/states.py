@@ -91,3 +91,21 @@ def parse_states(text: str, num_layers: int | None, what: str = "trained_boundar
     if not out:
         raise AuditError(f"{what}: no boundaries given", options=what)
     return tuple(out)
+
+
+def as_states(values, num_layers: int | None, what: str = "trained_boundaries") -> tuple[State, ...]:
+    """States given in Python: :class:`State` objects or boundary ints (the checks of :func:`parse_states`)."""
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, State)):
+            raise AuditError(f"{what}: {v!r} is not a State or a boundary int", options=what)
+        st = v if isinstance(v, State) else State(v) if v >= 0 else None
+        if st is None or (num_layers is not None and st.boundary > num_layers):
+            bound = f"0..{num_layers}" if num_layers is not None else ">= 0"
+            raise AuditError(f"{what}: boundary {v} is outside {bound}", options=what)
+        if st.normed and num_layers is not None and st.boundary != num_layers:
+            raise AuditError(f"{what}: only the last boundary ({num_layers}) has a post-norm state", options=what)
+        out.append(st)
+    if not out:
+        raise AuditError(f"{what}: no boundaries given", options=what)
+    return tuple(out)

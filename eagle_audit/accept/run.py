@@ -1,5 +1,5 @@
 """The `accept-rate` run, end to end: resolve the trained and served wirings with the same code as
-`layers` (:func:`eagle_audit.resolution.resolve_audit`, :func:`eagle_audit.provenance.engine_convention`), simulate
+`layers` (:func:`eagle_audit.inputs.prepare`: draft, engine rules, target, both wirings), simulate
 acceptance under each, attribute the loss slot by slot, and optionally run the live loop and read a
 server. Returns a frozen :class:`AcceptResult`.
 """
@@ -11,13 +11,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping
 
 
-from ..audit import AuditInputs
 from ..conventions import Wiring
-from ..diagnose import check_target_fit
-from ..draft import read_draft
 from ..errors import AuditError, BadOption, shown
-from ..provenance import engine_convention, provenance
-from ..resolution import resolve_audit
+from ..inputs import AuditInputs, prepare, read_inputs
+from ..provenance import provenance
 from ..states import State
 from .limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from .live import LiveResult, run_live
@@ -173,11 +170,9 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
         raise BadOption(f"live runs chain mode only (topk 1); topk {settings.topk} is simulated without it",
                         options=("live", "topk"))
     notes: list[str] = []
-    spec = read_draft(opts.draft)
-    engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
+    spec, engine = read_inputs(opts, notes)
     settings = with_tree_attention(settings, engine)
     from ..prompts import encode, load_prompts
-    from ..target import load_target
 
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
     server_opts = None
@@ -186,13 +181,10 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                                     opts.server_deadline)
         server_opts = replace(server_opts, kind=detect(server_opts))
 
-    say(f"loading target {opts.target}")
-    if opts.gen_batch < 1:
-        raise AuditError(f"gen_batch: must be >= 1, got {opts.gen_batch}")
-    target = load_target(opts.target, opts.device, opts.dtype, opts.device_map, progress=say)
-    info = target.info
-    aux = check_target_fit(spec, info)
-    res, trainer = resolve_audit(spec, info, engine, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
+    if isinstance(opts.gen_batch, bool) or not isinstance(opts.gen_batch, int) or opts.gen_batch < 1:
+        raise BadOption(f"gen_batch: must be an integer >= 1, got {shown(opts.gen_batch)}", options="gen_batch")
+    p = prepare(opts, device_map=opts.device_map, status=say, notes=notes, inputs=(spec, engine))
+    target, info, res, trainer, aux = p.target, p.info, p.resolution, p.trainer, p.aux
     trained, served = res.trained.wiring, res.served.wiring
     flags = {"trained": res.trained.flags, "served": res.served.flags}
     models = {"trained": load_draft_model(spec, target, flags["trained"])}

@@ -121,7 +121,7 @@ def locate(package: str, source: str | os.PathLike | None = None, extra_names: t
             spec = None
         if spec is None or not spec.submodule_search_locations:
             raise InputNotFound(f"{package} is not installed in this Python environment",
-                                hint="pass --source PATH: a source folder or a .whl")
+                                hint="pass source PATH: a source folder or a .whl", options=("source",))
         pkg_dir = Path(list(spec.submodule_search_locations)[0])
         try:
             dist = importlib.metadata.version(package)

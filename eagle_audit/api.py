@@ -1,0 +1,163 @@
+"""The Python API: what the commands do, callable from a notebook or a CI script without the CLI.
+
+    from eagle_audit import State, accept_rate, audit_layers, capture
+
+    result = audit_layers("./Llama-3.1-8B-Instruct", "./my-eagle3", trainer="specforge", engine="sglang")
+    result.verdict                     # "match" or "mismatch"
+    [f.code for f in result.findings]  # finding codes (docs/findings.md)
+    result.to_json()                   # exactly what `eagle-audit layers --json` writes
+
+Inputs are typed: paths as ``str`` or :class:`os.PathLike` (a hub id as ``str``), trained states as
+:class:`State` objects or boundary ints (``[0, 3, 31]``, ``[State(0), State(32, normed=True)]``), ids as
+ints. Text forms such as ``"0,3,31"`` are the CLI's and are refused here. Errors are
+:class:`eagle_audit.errors.AuditError` (a problem with the inputs; ``str(e)`` names the parameter) or
+``TypeError`` (a value of the wrong type). The results are the frozen objects the CLI renders and writes
+as JSON: :class:`eagle_audit.result.LayersResult` and :class:`eagle_audit.accept.run.AcceptResult`.
+``target=None`` and ``draft=None`` mean the embedded demo (SmolLM2-135M-Instruct and the demo draft).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from .states import State
+
+if TYPE_CHECKING:
+    import torch
+
+    from .accept.run import AcceptResult
+    from .result import LayersResult
+    from .target import LoadedTarget
+
+PathLike = str | os.PathLike
+Progress = Callable[[int, int], None]
+
+
+def _path(value, name: str) -> str:
+    if isinstance(value, (str, os.PathLike)):
+        return os.fspath(value)
+    raise TypeError(f"{name}: expected a str or os.PathLike, got {type(value).__name__}")
+
+
+def _defaults(target: PathLike | None, draft: PathLike | None) -> tuple[str, str]:
+    from .demo import demo_draft
+    from .target import default_target
+
+    return (default_target() if target is None else _path(target, "target"),
+            demo_draft() if draft is None else _path(draft, "draft"))
+
+
+def _states(values, name: str) -> tuple[State | int, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise TypeError(f"{name}: expected a sequence of State objects or ints such as [0, 3, 31], "
+                        f"got {type(values).__name__}")
+    return tuple(values)
+
+
+def _ints(values, name: str) -> tuple[int, ...] | None:
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+        raise TypeError(f"{name}: expected a sequence of ints such as [1, 14, 26], got {values!r}")
+    return tuple(values)
+
+
+def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
+                 trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
+                 trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
+                 max_tokens: int = 256, device: str = "cpu", dtype: str = "auto", device_map: str | None = None,
+                 static: bool = False, scan: bool = True, use_installed_engine: bool = True,
+                 progress: Progress | None = None) -> LayersResult:
+    """``eagle-audit layers``: the trained and the served wiring slot by slot, findings and the fix.
+
+    ``engine`` and ``trainer`` are built-in names (docs/conventions.md) or convention files;
+    ``trained_boundaries`` names the trained states directly; ``trained_ids`` are ids passed to the trainer
+    at run time, in its convention; ``static`` checks configs only (no weights loaded, no cosines)."""
+    from .audit import LayersOptions, run_layers
+
+    target, draft = _defaults(target, draft)
+    opts = LayersOptions(target=target, draft=draft, engine=_path(engine, "engine"),
+                         trainer=None if trainer is None else _path(trainer, "trainer"),
+                         trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
+                         trained_ids=_ints(trained_ids, "trained_ids"),
+                         prompts=None if prompts is None else _path(prompts, "prompts"), max_prompts=max_prompts,
+                         max_tokens=max_tokens, device=device, dtype=dtype, device_map=device_map, static=static,
+                         scan=scan, use_installed_engine=use_installed_engine)
+    return run_layers(opts, progress=progress)
+
+
+def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
+                trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
+                trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None,
+                prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8, max_tokens: int = 256,
+                num_steps: int = 3, topk: int = 1, num_draft_tokens: int | None = None, max_new_tokens: int = 64,
+                tolerance: float = 0.1, live: bool = False, server: str | None = None, server_kind: str = "auto",
+                server_api_key: str | None = None, gen_batch: int = 16, device: str = "cpu", dtype: str = "auto",
+                device_map: str | None = None, use_installed_engine: bool = True,
+                progress: Progress | None = None) -> AcceptResult:
+    """``eagle-audit accept-rate``: simulated accept length under the trained and the served wiring, and
+    with each mis-wired slot corrected alone (docs/accept-rate.md). ``prompt_ids`` gives token ids directly
+    instead of ``prompts`` (for targets without a tokenizer)."""
+    from .accept.run import AcceptOptions, run_accept
+
+    target, draft = _defaults(target, draft)
+    ids = None
+    if prompt_ids is not None:
+        ids = tuple(_ints(p, "prompt_ids") for p in prompt_ids)
+    opts = AcceptOptions(target=target, draft=draft, engine=_path(engine, "engine"),
+                         trainer=None if trainer is None else _path(trainer, "trainer"),
+                         trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
+                         trained_ids=_ints(trained_ids, "trained_ids"),
+                         prompts=None if prompts is None else _path(prompts, "prompts"), prompt_ids=ids,
+                         max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps, topk=topk,
+                         num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens, tolerance=tolerance,
+                         live=live, server=server, server_kind=server_kind, server_api_key=server_api_key,
+                         gen_batch=gen_batch, device=device, dtype=dtype, device_map=device_map,
+                         use_installed_engine=use_installed_engine)
+    return run_accept(opts, progress=progress)
+
+
+def load_target(target: PathLike | None = None, *, device: str = "cpu", dtype: str = "auto",
+                device_map: str | None = None) -> LoadedTarget:
+    """Load a target once (to capture from it several times): a local HF directory, a hub id already in
+    the local cache, or a ``.gguf`` file; None: the embedded SmolLM2-135M-Instruct."""
+    from .target import default_target, load_target as load
+
+    return load(default_target() if target is None else _path(target, "target"), device, dtype, device_map)
+
+
+def capture(target: PathLike | LoadedTarget | None, inputs: str | Sequence[int],
+            states: Sequence[State | int] | None = None, *, device: str = "cpu",
+            dtype: str = "auto") -> dict[State, torch.Tensor]:
+    """The target's hidden states for one input: ``{State: tensor [tokens, hidden]}``.
+
+    ``target`` is a path or hub id (loaded here with ``device``/``dtype``) or a target returned by
+    :func:`load_target`; ``inputs`` is a text (tokenized as is, no chat template) or token ids; ``states``
+    are :class:`State` objects or boundary ints (default: every state, ``B0`` .. ``BN`` and ``BN+norm``).
+    Tensors are detached, in the target's dtype, on its device. ``B0`` is the embedding output, ``Bk`` the
+    residual stream entering layer k, ``BN`` the last layer's output before the final norm
+    (docs/coordinate.md)."""
+    import torch
+
+    from .capture import capture_states
+    from .errors import AuditError
+    from .states import all_states, as_states
+
+    loaded = target if hasattr(target, "stack") and hasattr(target, "info") else load_target(
+        target, device=device, dtype=dtype)
+    n = loaded.info.num_layers
+    wanted = all_states(n) if states is None else as_states(_states(states, "states"), n, "states")
+    if isinstance(inputs, str):
+        if loaded.tokenizer is None:
+            raise AuditError("inputs: the target has no tokenizer; give token ids", options=("inputs",))
+        ids = loaded.tokenizer(inputs, add_special_tokens=False)["input_ids"]
+    else:
+        ids = list(_ints(inputs, "inputs"))
+    if not ids:
+        raise AuditError("inputs: no tokens", options=("inputs",))
+    with torch.inference_mode():
+        caps = capture_states(loaded, torch.tensor([ids]), wanted)
+    return {s: caps[s][0] for s in wanted}

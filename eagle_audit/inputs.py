@@ -1,0 +1,92 @@
+"""What every audit of a (target, draft) pair starts from, shared by `layers` (:mod:`eagle_audit.audit`)
+and `accept-rate` (:mod:`eagle_audit.accept.run`), so that neither imports the other.
+
+:class:`AuditInputs` holds the inputs; :func:`prepare` reads the draft, picks the engine's rules
+(:func:`read_inputs`, also callable first where a command checks more before loading), loads
+the target (or only its config), checks that the draft fits it, and resolves the trained and the served
+wiring once (:func:`eagle_audit.resolution.resolve_audit`). Both orchestrators then measure what they
+measure and build their provenance from the same :class:`Prepared`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from .conventions import Convention
+from .draft import DraftSpec
+from .resolution import Resolution
+from .states import State
+
+#: Trained states as given: a text such as "0,3,31" (parsed once the target's N is known; the CLI's form),
+#: or a sequence of states or boundary ints (the Python API's form).
+TrainedStates = str | Sequence[State | int]
+
+
+@dataclass(frozen=True)
+class AuditInputs:
+    """What every audit of a (target, draft) pair under a trainer and an engine starts from."""
+
+    target: str
+    draft: str
+    engine: str = "sglang"
+    trainer: str | None = None
+    trained_boundaries: TrainedStates | None = None
+    trained_ids: tuple[int, ...] | None = None
+    prompts: str | None = None
+    max_prompts: int = 8
+    max_tokens: int = 256
+    device: str = "cpu"
+    dtype: str = "auto"
+    use_installed_engine: bool = True
+    command: str | None = None  # the CLI line that reproduces this run (None: library call)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A draft and a target with both wirings resolved. ``target`` is a LoadedTarget, or None when only the
+    target's config was read (``layers --static``)."""
+
+    draft: DraftSpec
+    engine: Convention
+    target: Any
+    info: Any  # TargetInfo
+    resolution: Resolution
+    trainer: Convention | None
+    aux: int  # how many states the draft's fc takes
+    notes: list[str] = field(default_factory=list)  # every assumption made so far (provenance)
+
+
+def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convention]:
+    """The draft (headers only) and the engine's rules: probed from an installed engine unless
+    ``opts.use_installed_engine`` is off, else the built-in convention (``notes`` says which)."""
+    from .draft import read_draft
+    from .provenance import engine_convention
+
+    return read_draft(os.fspath(opts.draft)), engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
+
+
+def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | None = None,
+            status: Callable[[str], None] | None = None, notes: list[str] | None = None,
+            inputs: tuple[DraftSpec, Convention] | None = None) -> Prepared:
+    """Read the draft and the engine's rules (or take ``inputs`` from :func:`read_inputs`), load the target
+    (or only its config without ``load_weights``), check that the draft fits it, and resolve the trained and
+    the served wiring."""
+    from .diagnose import check_target_fit
+    from .resolution import resolve_audit
+    from .target import load_target, target_info
+
+    notes = [] if notes is None else notes
+    draft, engine = inputs if inputs is not None else read_inputs(opts, notes)
+    target = None
+    if load_weights:
+        if status:
+            status(f"loading target {opts.target}")
+        target = load_target(os.fspath(opts.target), opts.device, opts.dtype, device_map, progress=status)
+        info = target.info
+    else:
+        info = target_info(os.fspath(opts.target))
+    aux = check_target_fit(draft, info)
+    res, trainer = resolve_audit(draft, info, engine, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
+    return Prepared(draft, engine, target, info, res, trainer, aux, notes)

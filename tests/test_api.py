@@ -1,0 +1,153 @@
+"""The Python API (eagle_audit.api, exported lazily by the package): typed inputs, the same result objects
+the CLI writes as JSON, errors that name parameters and never flags, and README's Python example."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import eagle_audit
+from eagle_audit import State, audit_layers, capture, load_target
+from eagle_audit.errors import AuditError
+from eagle_audit.result import LayersResult
+
+ROOT = Path(__file__).resolve().parent.parent
+FAST = dict(max_prompts=2, max_tokens=32, use_installed_engine=False)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def test_audit_layers_returns_what_the_cli_writes(tiny_targets, make_draft, cli):
+    target, draft = tiny_targets["llama"].path, make_draft()
+    result = audit_layers(target, draft, trained_boundaries=[0, State(3), 6], **FAST)
+    assert isinstance(result, LayersResult) and result.verdict == "mismatch"
+    assert [s.label() for s in result.trained.states] == ["B0", "B3", "B6"]
+    res = cli("-t", target, "-d", draft, "--trained-boundaries", "0,3,6", "--max-prompts", 2, "--max-tokens", 32,
+              "--builtin-rules", "--json", "-")
+    assert res.exit_code == 1, res.output
+    written = json.loads(res.stdout)
+    mine = json.loads(json.dumps(result.to_json(), default=str))
+    assert mine["provenance"].pop("command") is None  # a library call has no command line
+    written["provenance"].pop("command")
+    assert mine == written
+
+
+def test_static_audit_with_paths_and_ids(tiny_targets, make_draft):
+    result = audit_layers(Path(tiny_targets["deepseek_v3"].path), make_draft(nested_ids=[1, 29, 57]),
+                          trainer="specforge", trained_ids=[1, 29, 57], static=True, use_installed_engine=False)
+    assert result.verdict == "match" and result.heatmap is None
+    assert [s.cosine for s in result.slots] == [None] * 3
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    (dict(trained_boundaries="0,3,6"), "trained_boundaries"),
+    (dict(trained_ids="1,2,3"), "trained_ids"),
+    (dict(trained_ids=[1.0, 2, 3]), "trained_ids"),
+    (dict(prompts=["a prompt"]), "prompts"),
+])
+def test_cli_strings_and_wrong_types_are_refused(tiny_targets, make_draft, kwargs, name):
+    with pytest.raises(TypeError, match=f"^{name}: expected"):
+        audit_layers(tiny_targets["llama"].path, make_draft(), static=True, **kwargs)
+
+
+def test_library_errors_name_parameters_not_flags(tiny_targets, make_draft):
+    target, draft = tiny_targets["llama"].path, make_draft()
+    errors = []
+    for call in (lambda: audit_layers(target, draft, trained_boundaries=[0, 3, 99], static=True),
+                 lambda: audit_layers(target, draft, trained_boundaries=[State(3, normed=True)], static=True),
+                 lambda: audit_layers(target, draft, dtype="int8", **FAST),
+                 lambda: audit_layers(target, draft, device="tpu", **FAST),
+                 lambda: eagle_audit.accept_rate(target, draft, num_steps=0),
+                 lambda: eagle_audit.accept_rate(target, draft, topk=4),
+                 lambda: eagle_audit.accept_rate(target, draft, topk=2, num_draft_tokens=9, live=True)):
+        with pytest.raises(AuditError) as info:
+            call()
+        errors.append(str(info.value))
+    assert errors[0] == "trained_boundaries: boundary 99 is outside 0..8"
+    assert errors[4].startswith("num_steps: must be an integer in 1..")
+    assert errors[5].startswith("topk 4: tree drafts need num_draft_tokens")
+    flags = [e for e in errors if re.search(r"(?<![\w-])--(?!speculative)", e)]
+    assert flags == [], "library errors name CLI flags"
+
+
+def test_the_cli_writes_the_parameter_as_its_flag(tiny_targets, make_draft, cli):
+    res = cli("-t", tiny_targets["llama"].path, "-d", make_draft(), "--trained-boundaries", "0,3,99", "--static",
+              "--builtin-rules")
+    assert res.exit_code == 2
+    assert res.stderr.strip().splitlines()[0] == "error: --trained-boundaries: boundary 99 is outside 0..8"
+
+
+def test_capture_text_or_ids_with_states_or_ints(tiny_targets):
+    path = tiny_targets["llama"].path
+    loaded = load_target(path)
+    states = capture(loaded, "hello world", [0, State(3), State(8, normed=True)])
+    assert list(states) == [State(0), State(3), State(8, normed=True)]
+    ids = loaded.tokenizer("hello world", add_special_tokens=False)["input_ids"]
+    assert all(t.shape == (len(ids), 32) for t in states.values())
+    with torch.inference_mode():
+        ref = loaded.model(torch.tensor([ids]), output_hidden_states=True).hidden_states
+    assert torch.allclose(states[State(0)], ref[0][0]) and torch.allclose(states[State(3)], ref[3][0])
+    assert torch.allclose(states[State(8, normed=True)], ref[8][0])  # HF's last entry is post-norm
+    again = capture(str(path), ids)  # a path, token ids, every state
+    assert len(again) == 8 + 2 and torch.allclose(again[State(3)], states[State(3)])
+
+
+def test_accept_does_not_import_the_layers_orchestrator():
+    """accept/ and layers share eagle_audit.inputs; the dependency runs one way (nothing under accept/ imports
+    eagle_audit.audit)."""
+    offenders = []
+    for path in sorted((ROOT / "eagle_audit" / "accept").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "audit" and node.level:
+                offenders.append(path.name)
+            if isinstance(node, ast.Import) and any(a.name == "eagle_audit.audit" for a in node.names):
+                offenders.append(path.name)
+    assert offenders == []
+
+
+def test_import_is_light_and_exports_are_lazy():
+    code = "import sys, eagle_audit; print('torch' in sys.modules, eagle_audit.__version__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split() == ["False", eagle_audit.__version__]
+    assert set(eagle_audit.__all__) >= {"audit_layers", "accept_rate", "capture", "fingerprint", "State"}
+    with pytest.raises(AttributeError):
+        eagle_audit.no_such_name  # noqa: B018
+
+
+def test_fingerprint_is_exported_where_it_exists():
+    try:
+        fn = eagle_audit.fingerprint
+    except AttributeError as e:
+        assert "not available" in str(e)
+        return
+    assert callable(fn) and fn.__name__ == "fingerprint"
+
+
+def readme_python() -> str:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert len(blocks) == 1, "README.md has one Python example"
+    return blocks[0]
+
+
+def test_readme_python_example_runs(audit_cache, capsys):
+    exec(compile(readme_python(), "README.md (Python example)", "exec"), {})
+    out = capsys.readouterr().out
+    assert "mismatch" in out and "LAYER_OFFSET" in out and "eagle_config" in out
+
+
+def test_api_names_survive_importing_submodules_of_the_same_name():
+    code = ("import eagle_audit.capture, eagle_audit.audit\n"
+            "from eagle_audit import capture\n"
+            "from eagle_audit.capture import capture_states\n"
+            "import eagle_audit\n"
+            "print(callable(capture), capture.__module__, eagle_audit.capture is capture, capture_states.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "eagle_audit.api", "True", "capture_states"]
