@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .conventions import Convention
-from .draft import DraftSpec
+from .draft import DraftSpec, read_draft
 from .resolution import Resolution
 from .states import State
 
@@ -61,7 +61,6 @@ class Prepared:
 def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convention]:
     """The draft (headers only) and the engine's rules: probed from an installed engine unless
     ``opts.use_installed_engine`` is off, else the built-in convention (``notes`` says which)."""
-    from .draft import read_draft
     from .provenance import engine_convention
 
     return read_draft(os.fspath(opts.draft)), engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)

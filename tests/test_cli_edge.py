@@ -55,12 +55,12 @@ def test_library_errors_are_shown_with_the_flags(cli, config_only_target, make_d
 
 
 def test_an_unexpected_exception_is_an_internal_error_exit_3(cli, config_only_target, make_draft, monkeypatch):
-    import eagle_audit.audit as audit
+    import eagle_audit.inputs as inputs  # where layers and accept-rate read the draft
 
     def broken(path):  # a bug somewhere in the library
         raise ZeroDivisionError("boom\nsecond line")
 
-    monkeypatch.setattr(audit, "read_draft", broken)
+    monkeypatch.setattr(inputs, "read_draft", broken)
     args = ("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(), "--static")
     line = one_error_line(cli(*args), code=3)
     assert "internal error, please report" in line and "ZeroDivisionError: boom\\nsecond line" in line
