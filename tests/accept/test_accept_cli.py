@@ -89,6 +89,9 @@ def test_tree_mode_bad_settings(tiny_target_dir, tmp_path):
     assert "--num-draft-tokens" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 4))
     assert "--live" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 4,
                                             "--num-draft-tokens", 8, "--live"))
+    # vLLM 0.33.0 drafts chains only (probes/vllm.json tree_drafts): a tree cannot be served, said before loading
+    assert "chains only" in _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--engine", "vllm",
+                                                 "--topk", 4, "--num-draft-tokens", 8))
 
 
 def test_tree_mode_runs(tiny_target_dir, tiny_canary):
