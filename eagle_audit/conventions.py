@@ -11,22 +11,39 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
 ``ids_from``
     ordered list of places the draft's ids are read from; the first present wins. Places:
     ``nested`` = ``eagle_config.eagle_aux_hidden_state_layer_ids``, ``top_level`` =
-    ``eagle_aux_hidden_state_layer_ids``, ``nested_layer_ids`` = ``eagle_config.layer_ids``.
-    Empty: the ids are hard-coded and nothing is read.
+    ``eagle_aux_hidden_state_layer_ids``, ``nested_layer_ids`` = ``eagle_config.layer_ids``, and the
+    DFlash/DSpark keys vLLM's V2 runner also reads (``dflash_target_layer_ids`` =
+    ``dflash_config.target_layer_ids``, ``dspark_target_layer_ids``, ``target_layer_ids``,
+    ``dflash_layer_ids`` = ``dflash_config.layer_ids``). An entry is a place name or
+    ``{"place", "shift" (added to each id as read, default 0), "empty": "read"|"absent" (an empty list is
+    taken as given, or skipped like a missing key), "verbatim_model_types" (draft model_types for which the
+    shift is not applied)}``. Empty: the ids are hard-coded and nothing is read. See docs/engines.md.
 ``order``
     ``"ascending"`` (capture-loop order; duplicates collapse) or ``"config"`` (as listed).
 ``rules``
     named capture rules: ``default_ids`` (expression in N), ``default_shift``, ``explicit`` (ordered
     cases ``{"when": expr over ids and N, "shift": int}``; the first whose ``when`` holds applies),
     ``min_capture`` / ``max_capture`` (expressions: capture indices outside are silently never
-    captured), ``source``.
+    captured), ``source``; what the engine does with indices it cannot serve as states:
+    ``index_failures`` (ordered ``{"when": expr over k and N, "error", "message" (``{k}`` filled in),
+    "at": "start-up"|"first forward", "source"}``: the engine raises for a capture index k),
+    ``wraps_negative`` (an index -N <= k < 0 indexes the layer list from the end: captured as N+k),
+    ``count_check`` (``{"error", "message" ({captured}, {expected}), "at", "source"}``: the engine raises
+    when it captured another number of states than its capture list holds); and ``feeds``
+    (``[{"when": expr over k and N, "what", "source"}]``: capture indices whose tensor is not the residual
+    stream B_k, and what it is instead).
 ``architectures``
     target architecture -> rule name; ``fallback_rule`` for the rest (``null``: unsupported);
     ``unsupported``: architecture -> why.
 ``aux_count_from``
     how the draft side sizes ``fc``: keys tried in order, then an int default.
 ``draft_flags``
-    per draft flag: ``{"honoured": bool, "default": value when absent}``.
+    per draft flag: ``{"honoured": bool, "default": value when absent, "read": places tried in order, the
+    first that holds the key wins ("top_level", "nested" = inside ``eagle_config``; default both, top level
+    first), "or": further top-level keys OR-ed in (SGLang's legacy ``use_aux_norm`` for ``fc_norm``)}``.
+``empty_capture``
+    ``{"error", "message", "at", "source"}``: the engine's failure when capture is on but nothing is
+    captured (an empty id list, or every index out of reach).
 ``fc_skip_when_width_equals_hidden``
     the engine runs ``fc`` only when the incoming width differs from the draft hidden size.
 ``tree_drafts`` (engines)
@@ -58,7 +75,14 @@ ID_PLACES: dict[str, tuple[str, ...]] = {
     "nested": ("eagle_config", "eagle_aux_hidden_state_layer_ids"),
     "top_level": ("eagle_aux_hidden_state_layer_ids",),
     "nested_layer_ids": ("eagle_config", "layer_ids"),
+    "dflash_target_layer_ids": ("dflash_config", "target_layer_ids"),
+    "dspark_target_layer_ids": ("dspark_target_layer_ids",),
+    "target_layer_ids": ("target_layer_ids",),
+    "dflash_layer_ids": ("dflash_config", "layer_ids"),
 }
+#: The places that hold EAGLE-3 ids proper (a draft declaring ids in one an engine does not read: IDS_NOT_READ).
+EAGLE_PLACES = ("nested", "top_level", "nested_layer_ids")
+FLAG_PLACES = ("top_level", "nested")
 DRAFT_FLAGS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
 
 
@@ -81,6 +105,53 @@ def read_ids(config: Mapping[str, Any], place: str) -> tuple[int, ...] | None:
 
 
 @dataclass(frozen=True)
+class IdRead:
+    """One place an engine reads the draft's ids from, and how."""
+
+    place: str
+    shift: int = 0  # added to each id as read (vLLM's DFlash/DSpark keys: +1)
+    empty: str = "read"  # "read": an empty list is taken as given; "absent": skipped like a missing key
+    verbatim_model_types: tuple[str, ...] = ()  # draft model_types for which ``shift`` is not applied
+
+    def to_json(self) -> dict | str:
+        if (self.shift, self.empty, self.verbatim_model_types) == (0, "read", ()):
+            return self.place
+        out: dict = {"place": self.place, "shift": self.shift, "empty": self.empty}
+        if self.verbatim_model_types:
+            out["verbatim_model_types"] = list(self.verbatim_model_types)
+        return out
+
+
+@dataclass(frozen=True)
+class EngineFailure:
+    """How an engine fails on an id set: its exception type and message, and when it raises."""
+
+    error: str  # exception class name, as the engine raises it
+    message: str  # the engine's own message (placeholders filled in once resolved)
+    at: str  # "start-up" or "first forward"
+    source: str = ""
+    when: str | None = None  # for index failures: an expression over k and N
+
+    def format(self, **values: Any) -> "EngineFailure":
+        return EngineFailure(self.error, self.message.format(**values), self.at, self.source)
+
+    def text(self) -> str:
+        return f"{self.error}: {self.message}"
+
+    def to_json(self) -> dict:
+        return {"error": self.error, "message": self.message, "at": self.at, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Feed:
+    """Capture indices (``when``, over k and N) whose tensor is not the residual stream B_k: ``what`` it is."""
+
+    when: str
+    what: str
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class ExplicitCase:
     shift: int
     when: str | None = None
@@ -100,6 +171,26 @@ class CaptureRule:
     min_capture: str = "0"
     max_capture: str = "N"
     source: str = ""
+    index_failures: tuple[EngineFailure, ...] = ()
+    wraps_negative: bool = False
+    count_check: EngineFailure | None = None
+    feeds: tuple[Feed, ...] = ()
+
+    def failure_for(self, indices: tuple[int, ...], num_layers: int) -> EngineFailure | None:
+        """The first index failure the engine raises for these capture indices (start-up ones first)."""
+        for phase in ("start-up", "first forward"):
+            for k in indices:
+                for f in self.index_failures:
+                    if f.at == phase and expr.evaluate(f.when, N=num_layers, k=k):
+                        return f.format(k=k)
+        return None
+
+    def feed(self, k: int, num_layers: int) -> str | None:
+        """What capture index ``k`` feeds when it is not the residual stream B_k (None: it is)."""
+        for f in self.feeds:
+            if expr.evaluate(f.when, N=num_layers, k=k):
+                return f.what.replace("{k-1}", str(k - 1)).replace("{k}", str(k))
+        return None
 
     def indices(self, ids: tuple[int, ...] | None, num_layers: int) -> tuple[tuple[int, ...], str]:
         """Capture indices (= boundaries) for ``ids`` (None: the default), and which case applied."""
@@ -124,6 +215,22 @@ class CaptureRule:
 class FlagRule:
     honoured: bool
     default: Any = None
+    read: tuple[str, ...] = FLAG_PLACES  # places tried in order; the first holding the key wins
+    any_of: tuple[str, ...] = ()  # further top-level keys OR-ed in (``getattr(c, "fc_norm", None) or getattr(c, "use_aux_norm", False)``)
+
+    def value(self, config: Mapping[str, Any], name: str) -> Any:
+        """The flag's value as the engine reads it from ``config`` (honoured or not)."""
+        value, found = None, False
+        for place in self.read:
+            node = config if place == "top_level" else config.get("eagle_config")
+            if isinstance(node, Mapping) and name in node:
+                value, found = node[name], True
+                break
+        if not found:
+            value = self.default
+        for alias in self.any_of:
+            value = value or config.get(alias, False)
+        return value
 
 
 TREE_ATTENTION_MODES = ("kv_by_slot", "exact_ancestor")  # = eagle_audit.accept.tree.TREE_ATTENTION (no torch here)
@@ -153,6 +260,9 @@ class Wiring:
     states: tuple[State, ...]
     dropped: tuple[int, ...] = ()
     ignored_places: tuple[str, ...] = ()  # places holding ids this convention does not read
+    failure: EngineFailure | None = None  # the engine raises on these ids (states: what it would have captured)
+    not_residual: tuple[tuple[int, str], ...] = ()  # (capture index, what it feeds) where that is not B_k
+    unsupported: str | None = None  # the engine has no capture for this architecture: why
 
     def to_json(self) -> dict:
         return {
@@ -161,6 +271,9 @@ class Wiring:
             "case": self.case, "capture_indices": list(self.capture_indices),
             "states": [s.to_json() for s in self.states], "dropped": list(self.dropped),
             "ignored_places": list(self.ignored_places),
+            "failure": self.failure.to_json() if self.failure else None,
+            "not_residual": [{"capture_index": k, "feeds": what} for k, what in self.not_residual],
+            "unsupported": self.unsupported,
         }
 
 
@@ -171,7 +284,7 @@ class Convention:
     title: str
     version: str
     source: str
-    ids_from: tuple[str, ...]
+    ids_from: tuple[str, ...]  # place names, in reading order (``id_reads`` says how each is read)
     order: str
     rules: Mapping[str, CaptureRule]
     architectures: Mapping[str, str]
@@ -183,6 +296,21 @@ class Convention:
     notes: tuple[str, ...] = ()
     path: str = ""
     tree_drafts: TreeDrafts | None = None  # None: not declared
+    id_reads: tuple[IdRead, ...] = ()  # how each place of ``ids_from`` is read (default: taken as given)
+    empty_capture: EngineFailure | None = None
+
+    def reads(self) -> tuple[IdRead, ...]:
+        return self.id_reads or tuple(IdRead(p) for p in self.ids_from)
+
+    def supported(self) -> str:
+        """Which architectures this engine captures for, in words (for ENGINE_UNSUPPORTED)."""
+        if self.fallback_rule is not None:
+            others = f"; every other architecture by rule {self.fallback_rule}"
+        else:
+            others = ""
+        names = sorted(self.architectures)
+        return (f"{self.title} {self.version} captures for {len(names)} architecture(s): {', '.join(names)}{others}"
+                if names else f"{self.title} {self.version}: every architecture by rule {self.fallback_rule}")
 
     def rule_for(self, architecture: str) -> CaptureRule:
         if architecture in self.unsupported:
@@ -196,27 +324,57 @@ class Convention:
                 hint=f"declared: {known}")
         return self.rules[name]
 
+    def unsupported_reason(self, architecture: str) -> str | None:
+        """Why this engine has no capture for ``architecture`` (None: it has one)."""
+        if architecture in self.unsupported:
+            return self.unsupported[architecture]
+        if architecture not in self.architectures and self.fallback_rule is None:
+            return f"{self.path or self.name} declares no capture rule for it (not registered with EAGLE-3 capture)"
+        return None
+
+    def read_draft_ids(self, draft_config: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, str, int]:
+        """(ids as written, the place they came from or "default", the shift that place adds)."""
+        for r in self.reads():
+            found = read_ids(draft_config, r.place)
+            if found is None or (not found and r.empty == "absent"):
+                continue
+            shift = 0 if draft_config.get("model_type") in r.verbatim_model_types else r.shift
+            return found, r.place, shift
+        return None, "default", 0
+
     def resolve(self, draft_config: Mapping[str, Any], architecture: str, num_layers: int,
                 override_ids: tuple[int, ...] | None = None) -> Wiring:
+        """What this convention feeds. An architecture without capture gives a Wiring with no states and
+        ``unsupported`` set (an engine that cannot feed the draft is a finding, not bad input)."""
+        why = self.unsupported_reason(architecture) if self.kind == "engine" else None
+        if why is not None:
+            return Wiring(self.name, self.kind, self.version, "none", None, "default", "no capture", (), (),
+                          unsupported=why)
         rule = self.rule_for(architecture)
-        ids, source = None, "default"
+        ids, source, place_shift = None, "default", 0
         if override_ids is not None:
             ids, source = tuple(override_ids), "override"
         else:
-            for place in self.ids_from:
-                found = read_ids(draft_config, place)
-                if found is not None:
-                    ids, source = found, place
-                    break
-        ignored = tuple(p for p in ID_PLACES if p not in self.ids_from and read_ids(draft_config, p) is not None)
-        indices, case = rule.indices(ids, num_layers)
+            ids, source, place_shift = self.read_draft_ids(draft_config)
+        ignored = tuple(p for p in EAGLE_PLACES if p not in self.ids_from and read_ids(draft_config, p) is not None)
+        setter_ids = None if ids is None else tuple(i + place_shift for i in ids)
+        indices, case = rule.indices(setter_ids, num_layers)
+        if place_shift:
+            case = f"{place_key(source)} {place_shift:+d} as read, then {case}"
+        failure = rule.failure_for(indices, num_layers)
         lo, hi = rule.reachable(num_layers)
-        kept = [k for k in indices if lo <= k <= hi]
-        dropped = tuple(k for k in indices if not lo <= k <= hi)
+        placed = [num_layers + k if rule.wraps_negative and -num_layers <= k < 0 else k for k in indices]
+        kept = [k for k in placed if lo <= k <= hi]
+        dropped = tuple(k for k, p in zip(indices, placed) if not lo <= p <= hi)
         if self.order == "ascending":
             kept = sorted(set(kept))
+        if failure is None and not kept and self.empty_capture is not None:
+            failure = self.empty_capture
+        if failure is None and rule.count_check is not None and kept and len(kept) != len(indices):
+            failure = rule.count_check.format(captured=len(kept), expected=len(indices))
+        feeds = tuple((k, what) for k in kept if (what := rule.feed(k, num_layers)) is not None)
         return Wiring(self.name, self.kind, self.version, rule.name, ids, source, case, tuple(indices),
-                      tuple(State(k) for k in kept), dropped, ignored)
+                      tuple(State(k) for k in kept), dropped, ignored, failure, feeds)
 
     def aux_count(self, draft_config: Mapping[str, Any]) -> int:
         """How many aux states the engine's draft side sizes fc for."""
@@ -225,7 +383,7 @@ class Convention:
                 return item
             if item in ID_PLACES:
                 ids = read_ids(draft_config, item)
-                if ids is not None:
+                if ids:  # `len(layer_ids) if layer_ids else 3`: an empty list counts as absent (both engines)
                     return len(ids)
             elif draft_config.get(item) is not None:
                 return int(draft_config[item])
@@ -236,21 +394,11 @@ class Convention:
         rule = self.draft_flags.get(name)
         if rule is None or not rule.honoured:
             return False
-        value = _lookup_flag(draft_config, name)
-        return rule.default if value is None else value
+        return rule.value(draft_config, name)
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "title": self.title, "version": self.version,
                 "source": self.source, "path": self.path}
-
-
-def _lookup_flag(config: Mapping[str, Any], name: str) -> Any:
-    if name in config:
-        return config[name]
-    nested = config.get("eagle_config")
-    if isinstance(nested, Mapping) and name in nested:
-        return nested[name]
-    return None
 
 
 # ---------------------------------------------------------------------------- loading
@@ -267,36 +415,47 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         raise BadConvention(f"{where}: 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
-             "notes", "generated_by", "tree_drafts"}
+             "notes", "generated_by", "tree_drafts", "empty_capture"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
     kind = _req(data, "kind", where)
     if kind not in ("trainer", "engine"):
         raise BadConvention(f"{where}: kind must be 'trainer' or 'engine', got {kind!r}")
-    ids_from = tuple(_req(data, "ids_from", where))
-    for place in ids_from:
-        if place not in ID_PLACES:
-            raise BadConvention(f"{where}: ids_from: unknown place {place!r} (known: {', '.join(ID_PLACES)})")
+    id_reads = tuple(_id_read(entry, where) for entry in _req(data, "ids_from", where))
+    ids_from = tuple(r.place for r in id_reads)
     order = data.get("order", "ascending")
     if order not in ("ascending", "config"):
         raise BadConvention(f"{where}: order must be 'ascending' or 'config', got {order!r}")
     rules = {}
     for name, r in _req(data, "rules", where).items():
         rw = f"{where}: rules.{name}"
-        extra = set(r) - {"default_ids", "default_shift", "explicit", "min_capture", "max_capture", "source"}
+        extra = set(r) - {"default_ids", "default_shift", "explicit", "min_capture", "max_capture", "source",
+                          "index_failures", "wraps_negative", "count_check", "feeds"}
         if extra:
             raise BadConvention(f"{rw}: unknown key(s) {', '.join(sorted(extra))}")
         cases = tuple(ExplicitCase(shift=int(c.get("shift", 0)), when=c.get("when"), source=c.get("source", ""))
                       for c in r.get("explicit", [{"shift": 0}]))
+        feeds = []
+        for f in r.get("feeds", []):
+            if not isinstance(f, Mapping) or "when" not in f or "what" not in f:
+                raise BadConvention(f"{rw}: feeds: each entry needs 'when' and 'what'")
+            feeds.append(Feed(f["when"], f["what"], f.get("source", "")))
         rule = CaptureRule(name=name, default_ids=_req(r, "default_ids", rw), default_shift=int(r.get("default_shift", 0)),
                            explicit=cases, min_capture=str(r.get("min_capture", "0")),
-                           max_capture=str(r.get("max_capture", "N")), source=r.get("source", ""))
+                           max_capture=str(r.get("max_capture", "N")), source=r.get("source", ""),
+                           index_failures=tuple(_failure(f, f"{rw}: index_failures", with_when=True)
+                                                for f in r.get("index_failures", [])),
+                           wraps_negative=bool(r.get("wraps_negative", False)),
+                           count_check=_failure(r["count_check"], f"{rw}: count_check") if r.get("count_check") else None,
+                           feeds=tuple(feeds))
         try:  # validate every expression once, at load time
             for probe_n in (30, 61):
                 rule.indices(None, probe_n)
                 rule.reachable(probe_n)
                 rule.indices((1, probe_n // 2, probe_n - 4), probe_n)
+                rule.failure_for((0, -1, probe_n), probe_n)
+                rule.feed(1, probe_n)
         except expr.ExprError as e:
             raise BadConvention(f"{rw}: {e}") from None
         rules[name] = rule
@@ -309,7 +468,11 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     for fname, f in data.get("draft_flags", {}).items():
         if fname not in DRAFT_FLAGS:
             raise BadConvention(f"{where}: draft_flags: unknown flag {fname!r} (known: {', '.join(DRAFT_FLAGS)})")
-        flags[fname] = FlagRule(honoured=bool(f.get("honoured", True)), default=f.get("default", False))
+        read = tuple(f.get("read", FLAG_PLACES))
+        if not read or set(read) - set(FLAG_PLACES):
+            raise BadConvention(f"{where}: draft_flags.{fname}.read: places are {', '.join(FLAG_PLACES)}, got {list(read)}")
+        flags[fname] = FlagRule(honoured=bool(f.get("honoured", True)), default=f.get("default", False), read=read,
+                                any_of=tuple(f.get("or", ())))
     return Convention(tree_drafts=_tree_drafts(data.get("tree_drafts"), where),
         name=_req(data, "name", where), kind=kind, title=data.get("title", data["name"]),
         version=str(_req(data, "version", where)), source=_req(data, "source", where), ids_from=ids_from,
@@ -317,7 +480,33 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         unsupported=dict(data.get("unsupported", {})),
         aux_count_from=tuple(data.get("aux_count_from", ("num_aux_hidden_states", "nested", "top_level", 3))),
         draft_flags=flags, fc_skip_when_width_equals_hidden=bool(data.get("fc_skip_when_width_equals_hidden", False)),
-        notes=tuple(data.get("notes", ())), path=path)
+        notes=tuple(data.get("notes", ())), path=path, id_reads=id_reads,
+        empty_capture=_failure(data["empty_capture"], f"{where}: empty_capture") if data.get("empty_capture") else None)
+
+
+def _id_read(entry: Any, where: str) -> IdRead:
+    if isinstance(entry, str):
+        entry = {"place": entry}
+    if not isinstance(entry, Mapping) or set(entry) - {"place", "shift", "empty", "verbatim_model_types"}:
+        raise BadConvention(f"{where}: ids_from: an entry is a place name or "
+                            f"{{place, shift, empty, verbatim_model_types}}, got {entry!r}")
+    place = entry.get("place")
+    if place not in ID_PLACES:
+        raise BadConvention(f"{where}: ids_from: unknown place {place!r} (known: {', '.join(ID_PLACES)})")
+    empty = entry.get("empty", "read")
+    if empty not in ("read", "absent"):
+        raise BadConvention(f"{where}: ids_from: empty must be 'read' or 'absent', got {empty!r}")
+    return IdRead(place, int(entry.get("shift", 0)), empty, tuple(entry.get("verbatim_model_types", ())))
+
+
+def _failure(data: Any, where: str, with_when: bool = False) -> EngineFailure:
+    keys = {"error", "message", "at"} | ({"when"} if with_when else set())
+    if not isinstance(data, Mapping) or keys - set(data):
+        raise BadConvention(f"{where}: needs {', '.join(sorted(keys))}")
+    if data["at"] not in ("start-up", "first forward"):
+        raise BadConvention(f"{where}: at must be 'start-up' or 'first forward', got {data['at']!r}")
+    return EngineFailure(str(data["error"]), str(data["message"]), data["at"], data.get("source", ""),
+                         data.get("when"))
 
 
 def _tree_drafts(data: Any, where: str) -> TreeDrafts | None:

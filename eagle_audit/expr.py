@@ -1,7 +1,8 @@
 """A tiny, safe expression language for convention files.
 
 Convention files (probes/*.json) state default ids and conditions as Python-like expressions over
-``N`` (the target's ``num_hidden_layers``) and ``ids`` (the draft's explicit ids), for example
+``N`` (the target's ``num_hidden_layers``), ``ids`` (the draft's explicit ids) and ``k`` (one capture
+index, in ``index_failures`` and ``feeds``), for example
 ``"[2, N // 2, N - 3]"`` or ``"max(ids) == N"``. They are parsed with ``ast`` and evaluated over a
 closed set of node types; nothing is imported or called beyond the functions listed here.
 """
@@ -15,7 +16,13 @@ from typing import Any
 _BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
 _CMPOPS = {ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
            ast.Gt: operator.gt, ast.GtE: operator.ge, ast.In: lambda a, b: a in b}
-_FUNCS = {"max": max, "min": min, "len": len, "sorted": sorted, "list": list, "set": set}
+def _total(fn):
+    """max/min of an empty list is None (as ``ids[0]`` of an empty list is): the engines guard these
+    tests with ``layer_ids and ...``, so a condition over no ids is simply false."""
+    return lambda *a: fn(*a) if len(a) > 1 or a[0] else None
+
+
+_FUNCS = {"max": _total(max), "min": _total(min), "len": len, "sorted": sorted, "list": list, "set": set}
 
 
 class ExprError(ValueError):
@@ -37,8 +44,8 @@ def _check(node: ast.AST, text: str) -> None:
     for sub in ast.walk(node):
         if not isinstance(sub, ok):
             raise ExprError(f"unsupported syntax {type(sub).__name__} in {text!r}")
-        if isinstance(sub, ast.Name) and sub.id not in ("N", "ids", *_FUNCS):
-            raise ExprError(f"unknown name {sub.id!r} in {text!r} (allowed: N, ids, {', '.join(_FUNCS)})")
+        if isinstance(sub, ast.Name) and sub.id not in ("N", "ids", "k", *_FUNCS):
+            raise ExprError(f"unknown name {sub.id!r} in {text!r} (allowed: N, ids, k, {', '.join(_FUNCS)})")
         if isinstance(sub, ast.Call) and not (isinstance(sub.func, ast.Name) and sub.func.id in _FUNCS):
             raise ExprError(f"unsupported call in {text!r}")
 

@@ -360,3 +360,11 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=drop)
         gone = set(map(id, drop))
         items[:] = [item for item in items if id(item) not in gone]
+
+
+@pytest.fixture(scope="session")
+def wheel_probe(sglang_wheel: Path):
+    """`eagle-audit probe sglang` over the real 0.5.23 wheel (once per session)."""
+    from eagle_audit.probe import probe_engine
+
+    return probe_engine("sglang", sglang_wheel)

@@ -150,6 +150,30 @@ class WheelSource:
         exec(compile(module, f"{self.wheel.name}/{path}", "exec"), ns)
         return ns[fn.name]
 
+    def cls(self, path: str, name: str, methods: tuple[str, ...], bases: tuple[type, ...] = (object,),
+            namespace: dict[str, Any] | None = None) -> type:
+        """A class named ``name`` holding only ``methods`` of the wheel's class of that name (so that
+        ``super()`` inside them works), on ``bases`` the test chooses."""
+        defs = []
+        for m in methods:
+            fn = copy.deepcopy(self.definition(path, f"{name}.{m}"))
+            fn.decorator_list, fn.returns = [], None
+            _strip_annotations(fn.args)
+            defs.append(fn)
+        first = defs[0]
+        cls = ast.ClassDef(name=name, bases=[ast.Name(id=f"_base{i}", ctx=ast.Load()) for i in range(len(bases))],
+                           keywords=[], body=defs, decorator_list=[], lineno=first.lineno, col_offset=0,
+                           end_lineno=defs[-1].end_lineno, end_col_offset=0)
+        if hasattr(ast.ClassDef, "type_params"):
+            cls.type_params = []
+        module = ast.Module(body=[cls], type_ignores=[])
+        ast.fix_missing_locations(module)
+        ns: dict[str, Any] = {"__name__": f"wheel:{path}", "__builtins__": __builtins__}
+        ns.update(namespace or {})
+        ns.update({f"_base{i}": b for i, b in enumerate(bases)})
+        exec(compile(module, f"{self.wheel.name}/{path}", "exec"), ns)
+        return ns[name]
+
     def module(self, path: str, namespace: dict[str, Any] | None = None, skip_imports: bool = True) -> dict[str, Any]:
         """Execute a whole (small, self-contained) file of the wheel in a fresh namespace; its import
         statements are dropped when ``skip_imports`` (the namespace supplies those names)."""

@@ -94,7 +94,8 @@ class ReachReader:
         errors = [r for r in results if isinstance(r, ReachError)]
         if errors:
             return errors[0]
-        keys = {(r.min_capture, r.max_capture, r.unguarded is not None) for r in results}
+        keys = {(r.min_capture, r.max_capture, r.unguarded is not None, r.count_check is not None, r.branch is not None)
+                for r in results}
         if len(keys) > 1:
             names = ", ".join(c.name for c in classes)
             return ReachError(results[0].site, f"self.{attr} may hold {names}, which capture differently")
@@ -113,11 +114,21 @@ class ReachReader:
             unguarded = checked
         in_loop: Site | None = None
         final: Site | None = None
+        packer: Site | None = None
+        branch: Site | None = None
         for owner, fn in self.index.methods(inner):
             if fn.name == SETTER:
                 continue
             loop_vars, locals_ = _loop_vars(fn), _locals(fn)
+            paired = _paired_with_residual(fn)
             for node in ast.walk(fn):
+                if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == PACKER:
+                    packer = packer or Site(owner.path, node.lineno, node.end_lineno)
+                if isinstance(node, ast.If) and _is_capture_test(node.test):
+                    for sub in node.body:
+                        appended = _appended_name(sub)
+                        if appended is not None and appended in paired:
+                            branch = branch or Site(owner.path, sub.lineno, sub.end_lineno)
                 if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In) and \
                         isinstance(node.comparators[0], ast.Attribute) and \
                         node.comparators[0].attr == "layers_to_capture":
@@ -131,15 +142,48 @@ class ReachReader:
                         return ReachError(site, f"unrecognised capture test `{ast.unparse(node)[:60]}` at {site}")
                 elif _reads_flag(node):
                     in_loop = _first(in_loop, Site(owner.path, node.lineno, node.end_lineno))
+        extra = dict(unguarded=unguarded, count_check=packer, branch=branch)
         if final:
             how = f"final boundary captured after the layer loop ({final.short()})"
-            return Reach("0", "N", final, how, unguarded)
+            return Reach("0", "N", final, how, **extra)
         if in_loop:
-            return Reach("0", "N - 1", in_loop, f"capture only inside the layer loop ({in_loop.short()})", unguarded)
+            return Reach("0", "N - 1", in_loop, f"capture only inside the layer loop ({in_loop.short()})", **extra)
         if not any(_reads_capture_state(fn) for _, fn in self.index.all_definitions(inner) if fn.name != SETTER):
             return ReachError(inner.site(), f"{inner.name} ({inner.site()}) never reads layers_to_capture: "
                                             "nothing is captured", never_read=True)
         return ReachError(inner.site(), f"no capture test found in {inner.name} ({inner.site()})")
+
+
+#: SGLang's collector that counts its captures and raises in ``finalize()`` when one is missing
+#: (layers/aux_hidden_states.py ``AuxHiddenStatePacker``).
+PACKER = "AuxHiddenStatePacker"
+
+
+def _is_capture_test(test: ast.expr) -> bool:
+    return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and \
+        isinstance(test.comparators[0], ast.Attribute) and test.comparators[0].attr == "layers_to_capture"
+
+
+def _appended_name(stmt: ast.stmt) -> str | None:
+    """``aux.append(name)``: the name appended."""
+    if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute) \
+            and stmt.value.func.attr == "append" and len(stmt.value.args) == 1 and isinstance(stmt.value.args[0], ast.Name):
+        return stmt.value.args[0].id
+    return None
+
+
+def _paired_with_residual(fn: ast.FunctionDef) -> set[str]:
+    """Names bound as the first of a ``(name, residual) = layer(...)`` pair: in such a decoder the full
+    residual stream is ``name + residual``, so appending ``name`` alone captures the layer's branch output
+    (SGLang's Gemma 3 forward)."""
+    out: set[str] = set()
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple) \
+                and isinstance(node.value, ast.Call):
+            elts = node.targets[0].elts
+            if len(elts) == 2 and all(isinstance(e, ast.Name) for e in elts) and elts[1].id == "residual":
+                out.add(elts[0].id)
+    return out
 
 
 def _reads_capture_state(fn: ast.FunctionDef) -> bool:

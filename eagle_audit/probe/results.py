@@ -60,6 +60,8 @@ class Reach:
     site: Site
     how: str  # e.g. "loop test `i in self.layers_to_capture`; final boundary `self.end_layer in ...`"
     unguarded: Site | None = None  # an index >= N raises IndexError at start-up (unguarded setattr here)
+    count_check: Site | None = None  # captures collected by a count-checking packer (raises on a missing one)
+    branch: Site | None = None  # the capture appends the layer's branch output, not the residual stream
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,8 @@ class ProbedRule:
     def key(self) -> tuple:
         """The rule's meaning: equal keys mean the same capture indices for every N and ids."""
         return (self.default_ids, self.default_shift, tuple((c.when, c.shift) for c in self.explicit),
-                self.reach.min_capture, self.reach.max_capture, self.reach.unguarded is not None)
+                self.reach.min_capture, self.reach.max_capture, self.reach.unguarded is not None,
+                self.reach.count_check is not None, self.reach.branch is not None)
 
     def default_text(self) -> str:
         return self.default_ids + (f" {self.default_shift:+d}" if self.default_shift else "")
@@ -85,7 +88,9 @@ class ProbedRule:
 
     def reach_text(self) -> str:
         text = f"{self.reach.min_capture}..{self.reach.max_capture}"
-        return text + (" (>= N: IndexError)" if self.reach.unguarded else "")
+        text += " (>= N: IndexError)" if self.reach.unguarded else ""
+        text += " (count-checked: a missing capture raises)" if self.reach.count_check else ""
+        return text + (" (k >= 1: branch output, not the residual stream)" if self.reach.branch else "")
 
 
 @dataclass(frozen=True)
@@ -114,6 +119,7 @@ class ProbeResult:
     ids_site: Site | None
     archs: tuple[ArchResult, ...]
     skipped: tuple[str, ...] = ()  # files that could not be parsed: "path:line: message"
+    count_error: tuple[str, str, Site] | None = None  # the packer's own (exception, message template, site)
 
     def by_status(self, status: str) -> tuple[ArchResult, ...]:
         return tuple(a for a in self.archs if a.status == status)

@@ -14,12 +14,45 @@ import os
 from .architectures import ArchitectureReader
 from .ids_reader import read_ids_from
 from .modules import ModuleIndex
-from .results import ProbeResult
+from .results import ProbeResult, Site
 from .source import BadSource, SourceTree, locate
 
 ENGINE = "sglang"
 IDS_FILE = "spec_aux_hidden_state.py"
 IDS_FUNCTION = "_resolve_eagle_aux_hidden_state"
+AUX_FILE = "aux_hidden_states.py"
+#: the packer's counters, as they appear in its message, and the placeholders a convention fills in
+COUNTERS = {"_idx": "captured", "_num_captures": "expected"}
+
+
+def read_count_error(path: str, text: str) -> tuple[str, str, Site] | None:
+    """``AuxHiddenStatePacker.finalize``'s ``raise E(f"captured {self._idx} of {self._num_captures} ...")`` as
+    (E, "captured {captured} of {expected} ...", site); None when the file does not have that shape."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return None
+    for cls in tree.body:
+        if not (isinstance(cls, ast.ClassDef) and cls.name == "AuxHiddenStatePacker"):
+            continue
+        for fn in cls.body:
+            if not (isinstance(fn, ast.FunctionDef) and fn.name == "finalize"):
+                continue
+            for node in ast.walk(fn):
+                if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and \
+                        isinstance(node.exc.func, ast.Name) and node.exc.args and \
+                        isinstance(node.exc.args[0], ast.JoinedStr):
+                    parts = []
+                    for v in node.exc.args[0].values:
+                        if isinstance(v, ast.Constant):
+                            parts.append(str(v.value).replace("{", "{{").replace("}", "}}"))
+                        elif isinstance(v, ast.FormattedValue) and isinstance(v.value, ast.Attribute) \
+                                and v.value.attr in COUNTERS:
+                            parts.append("{" + COUNTERS[v.value.attr] + "}")
+                        else:
+                            return None
+                    return node.exc.func.id, "".join(parts), Site(path, node.lineno, node.end_lineno)
+    return None
 
 
 def _literal_version(text: str) -> str | None:
@@ -47,7 +80,7 @@ def read_version(tree: SourceTree) -> str:
 
 def probe_sglang(source: str | os.PathLike | None = None) -> ProbeResult:
     """Probe SGLang's EAGLE-3 capture rules from ``source`` (a folder or a .whl) or the installed copy."""
-    tree = locate(ENGINE, source, extra_names=(IDS_FILE,))
+    tree = locate(ENGINE, source, extra_names=(IDS_FILE, AUX_FILE))
     index = ModuleIndex({p: tree.files[p] for p in tree.model_files()})
     if not index.modules:
         raise BadSource(f"{tree.origin}: none of the files under {tree.models_dir()} could be parsed")
@@ -57,6 +90,11 @@ def probe_sglang(source: str | os.PathLike | None = None) -> ProbeResult:
         ids = read_ids_from(path, tree.files[path], IDS_FUNCTION)
         if ids:
             break
+    count_error = None
+    for path in tree.find(AUX_FILE):
+        count_error = read_count_error(path, tree.files[path])
+        if count_error:
+            break
     return ProbeResult(engine=ENGINE, version=read_version(tree), origin=tree.origin,
                        ids_from=ids[0] if ids else None, ids_site=ids[1] if ids else None,
-                       archs=tuple(archs), skipped=tuple(index.skipped))
+                       archs=tuple(archs), skipped=tuple(index.skipped), count_error=count_error)
