@@ -79,7 +79,8 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
         n_prompts = len(ids)
         if status:
             status(f"capturing {info.num_layers + 2 if opts.scan else 'needed'} states over {n_prompts} prompts")
-        stats, heat, tokens = measure(target, ids, res.trained.states, res.served.states, res.served.reach, opts.scan,
+        stats, heat, tokens = measure(target, ids, res.trained.states, res.served.states,
+                                      res.served.reach or (0, info.num_layers), opts.scan,
                                       progress)
     slots, findings = diagnose(draft, info, res, stats)
     errors = [f for f in findings if f.severity == "error"]

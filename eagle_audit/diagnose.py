@@ -107,20 +107,88 @@ def check(fn: Check) -> Check:
 
 def make_slots(res: Resolution, stats: dict[int, SlotStats] | None) -> tuple[Slot, ...]:
     trained, served = res.trained.states, res.served.states
+    branch = _not_residual(res)
     slots = []
     for i in range(max(len(trained), len(served))):
         t = trained[i] if i < len(trained) else None
         s = served[i] if i < len(served) else None
         st = (stats or {}).get(i)
-        slots.append(Slot(i, t, s, slot_verdict(t, s), st.cosine if st else None,
+        verdict = "not residual" if s is not None and s.boundary in branch else slot_verdict(t, s)
+        slots.append(Slot(i, t, s, verdict, st.cosine if st else None,
                           st.nearest if st else None, st.nearest_cosine if st else None))
     return tuple(slots)
+
+
+def _not_residual(res: Resolution) -> dict[int, str]:
+    """Served capture indices that feed something other than the residual stream, unless training fed the
+    very same thing there (a trainer convention declaring the same ``feeds``)."""
+    trained = dict(res.trained.wiring.not_residual)
+    return {k: what for k, what in res.served.wiring.not_residual if trained.get(k) != what}
+
+
+#: Checks that read only the draft and the target: the only ones that still run when the engine cannot
+#: capture for the target at all (ENGINE_UNSUPPORTED).
+DRAFT_ONLY: list[Check] = []
 
 
 def diagnose(draft: DraftSpec, target: TargetInfo, res: Resolution, stats: dict[int, SlotStats] | None = None
              ) -> tuple[tuple[Slot, ...], tuple[Finding, ...]]:
     ctx = Context(draft, target, res, check_target_fit(draft, target), make_slots(res, stats))
-    return ctx.slots, tuple(f for c in CHECKS for f in c(ctx))
+    checks = CHECKS if res.served.wiring.unsupported is None else [engine_unsupported, *DRAFT_ONLY]
+    return ctx.slots, tuple(f for c in checks for f in c(ctx))
+
+
+# ---------------------------------------------------------------------------- what the engine can do at all
+
+@check
+def engine_unsupported(ctx: Context) -> Iterable[Finding]:
+    why = ctx.served.wiring.unsupported
+    if why is None:
+        return
+    conv = ctx.served.convention
+    supported = conv.supported() if conv is not None else ""
+    yield Finding(
+        "ENGINE_UNSUPPORTED", "error", None,
+        f"{ctx.eng} has no EAGLE-3 capture for {ctx.target.architecture}: {why}.",
+        "The engine cannot feed this draft at all: SGLang refuses to start (ValueError: the model does not implement "
+        "set_eagle3_layers_to_capture, attention_backend_setup.py:55-61), or an engine that starts anyway hands the "
+        "draft only the final hidden state, whose width may let fc be skipped silently.",
+        f"Serve with an engine and architecture that capture: {supported}. See docs/engines.md.")
+
+
+@check
+def engine_crash(ctx: Context) -> Iterable[Finding]:
+    w = ctx.served.wiring
+    if w.failure is None:
+        return
+    f = w.failure
+    ids = f"ids {list(w.ids)}" if w.ids is not None else "its default ids"
+    when = ("at start-up, while it sets the capture layers" if f.at == "start-up"
+            else "at the first target forward that serves a request")
+    yield Finding(
+        "ENGINE_CRASH", "error", None,
+        f"{ctx.eng} raises {f.error}: {f.message} {when}: with {ids} it is asked to capture indices "
+        f"{list(w.capture_indices)} ({f.source}).",
+        "The server does not come up." if f.at == "start-up" else
+        "Speculative decoding fails on every request (the target forward raises before the draft runs).",
+        FIX_REF)
+
+
+@check
+def not_residual_stream(ctx: Context) -> Iterable[Finding]:
+    branch = _not_residual(ctx.res)
+    for sl in ctx.slots:
+        if sl.served is None or sl.served.boundary not in branch:
+            continue
+        t = sl.trained.label() if sl.trained else "nothing"
+        yield Finding(
+            "NOT_RESIDUAL_STREAM", "error", sl.index,
+            f"{ctx.eng} feeds slot {sl.index} from capture index {sl.served.boundary}, which on "
+            f"{ctx.target.architecture} is {branch[sl.served.boundary]}; training used {t}.",
+            "A branch output is not the residual stream: different scale and content, so the fc block for this slot "
+            "multiplies a tensor unlike any it saw in training and acceptance collapses without any error.",
+            "No ids fix this under this engine: only index 0 (the embedding) is the residual stream there. Serve "
+            "with an engine that captures the residual stream for this architecture, or train on what it feeds.")
 
 
 # ---------------------------------------------------------------------------- where the ids come from
@@ -146,6 +214,8 @@ def ids_not_read(ctx: Context) -> Iterable[Finding]:
 @check
 def unreachable_layer(ctx: Context) -> Iterable[Finding]:
     served = ctx.served
+    if served.wiring.failure is not None:
+        return  # ENGINE_CRASH says what the engine does instead of dropping them
     for k in served.dropped:
         slot = served.wiring.capture_indices.index(k)
         lo, hi = served.reach
@@ -176,7 +246,7 @@ def aux_count_mismatch(ctx: Context) -> Iterable[Finding]:
             f"{', '.join(map(str, served.aux_count_from))}), but fc.weight holds {aux}.",
             "The checkpoint fails to load, or loads into a wrongly shaped fc.",
             f"Set num_aux_hidden_states = {aux} in config.json.")
-    if len(served.states) != aux and not served.dropped:
+    if len(served.states) != aux and not served.dropped and served.wiring.failure is None:
         yield Finding(
             "AUX_COUNT_MISMATCH", "error", None,
             f"{ctx.eng} feeds {len(served.states)} states {_labels(served.states)}, but fc takes {aux}.",
@@ -210,7 +280,7 @@ def slot_mismatches(ctx: Context) -> Iterable[Finding]:
     trained, served, n = ctx.trained.states, ctx.served.states, ctx.n
     shifted = (len(trained) > 1 and trained[0].boundary == 0 and list(trained[1:]) == list(served[: len(trained) - 1]))
     for sl in ctx.slots:
-        if sl.verdict in ("ok", "missing", "extra"):
+        if sl.verdict in ("ok", "missing", "extra", "not residual"):  # the last: NOT_RESIDUAL_STREAM
             continue
         cos = f" (cosine {sl.cosine:.3f})" if sl.cosine is not None else ""
         t, s = sl.trained, sl.served
@@ -318,3 +388,6 @@ def vocab_map_invalid(ctx: Context) -> Iterable[Finding]:
             "VOCAB_MAP_INVALID", "error", None, "The vocabulary map is inconsistent: " + "; ".join(problems) + ".",
             "Engines apply target = i + d2t[i]; a wrong map turns correct draft predictions into wrong target tokens.",
             "Regenerate d2t/t2d from the training vocab mapping (d2t[i] = used[i] - i).")
+
+
+DRAFT_ONLY.extend([hidden_size_mismatch, vocab_map_missing, vocab_map_invalid])

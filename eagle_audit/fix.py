@@ -45,6 +45,10 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
     eng_name = engine.wiring.convention
     name = engine.title
     aux = draft.aux_count(target_hidden)
+    if engine.wiring.unsupported is not None:
+        supported = engine.convention.supported() if engine.convention is not None else ""
+        return Fix(eng_name, False, f"{name} has no EAGLE-3 capture for {architecture}, so no config.json makes it feed "
+                   f"this draft. {supported}.")
     if aux is not None and len(trained) != aux:
         return Fix(eng_name, False, f"The trained wiring has {len(trained)} states but fc.weight takes {aux}, so "
                    "the trained states are unknown and no ids can be computed. Name them with --trained-boundaries or "
@@ -73,7 +77,7 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
         extra["target_hidden_size"] = target_hidden
     rule = engine.rule
     if (not extra and list(engine.states) == list(trained) and not engine.dropped
-            and engine.aux_count == len(trained)):
+            and engine.aux_count == len(trained) and engine.wiring.failure is None and not engine.wiring.not_residual):
         return Fix(eng_name, False, f"{name} already feeds the trained states {[s.label() for s in trained]}; "
                    "the errors found are not in the layer wiring and no config.json change fixes them (see each "
                    "finding).")
@@ -97,8 +101,11 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
         except Exception:
             continue
         wiring = side.wiring
-        if list(wiring.states) != list(trained) or wiring.dropped:
+        if list(wiring.states) != list(trained) or wiring.dropped or wiring.failure is not None:
             continue
+        trained_feeds = dict(trained_side.wiring.not_residual)
+        if any(trained_feeds.get(k) != what for k, what in wiring.not_residual):
+            continue  # the right indices, but not the residual stream there
         if side.aux_count != len(trained) and "num_aux_hidden_states" in engine.aux_count_from:
             patch["num_aux_hidden_states"] = len(trained)
         note = ""
@@ -115,7 +122,13 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
                    place_key(place) if place else None, wiring.states)
     lo, hi = engine.reach
     out_of_range = [s.label() for s in trained if not lo <= s.boundary <= hi]
-    if out_of_range:
+    branch = [s.label() for s in trained if rule.feed(s.boundary, num_layers) is not None]
+    if branch:
+        why = (f"{name} ({rule.name}) does not capture the residual stream at {', '.join(branch)} on {architecture}: "
+               f"there it feeds {rule.feed(next(s.boundary for s in trained if s.label() == branch[0]), num_layers)}. "
+               "No config changes what the engine captures: serve with an engine that captures the residual stream "
+               "for this architecture, or train on what this one feeds.")
+    elif out_of_range:
         why = (f"{name} ({rule.name}) captures only boundaries {lo}..{hi}; training used {', '.join(out_of_range)}. "
                "No config reaches them: retrain on reachable boundaries, or use an engine that captures them "
                "(for the final boundary: SGLang's gpt-oss and MiniMax-M3 rules, or vLLM).")

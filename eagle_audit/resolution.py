@@ -102,11 +102,13 @@ class SideWiring:
 
 def side_of(conv: Convention, config: Mapping[str, Any], architecture: str, num_layers: int,
             override_ids: tuple[int, ...] | None = None) -> SideWiring:
-    """Resolve one convention against a draft config, once."""
-    rule = conv.rule_for(architecture)
+    """Resolve one convention against a draft config, once. An engine without capture for the architecture
+    gives a side with no rule, no reach and no states (``wiring.unsupported`` says why)."""
     wiring = conv.resolve(config, architecture, num_layers, override_ids)
+    rule = None if wiring.unsupported else conv.rule_for(architecture)
     implements = frozenset(f for f, r in conv.draft_flags.items() if r.honoured)
-    return SideWiring(wiring, f"{conv.title} {conv.version}", conv.order, rule, rule.reachable(num_layers),
+    return SideWiring(wiring, f"{conv.title} {conv.version}", conv.order, rule,
+                      rule.reachable(num_layers) if rule else None,
                       conv.aux_count(config), conv.aux_count_from, conv.ids_from, flags_of(conv, config), implements,
                       conv.to_json(), conv)
 

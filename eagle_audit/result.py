@@ -23,6 +23,9 @@ CODES = {
     "VOCAB_MAP_MISSING": "a reduced draft vocabulary has no d2t map; draft ids are read as target ids",
     "VOCAB_MAP_INVALID": "d2t/t2d exist but are inconsistent or out of range",
     "ORDER_MISMATCH": "the same states are concatenated in a different order than trained",
+    "ENGINE_UNSUPPORTED": "the engine has no EAGLE-3 capture for the target's architecture: it cannot feed the draft",
+    "ENGINE_CRASH": "the engine raises on the draft's ids (at start-up or at the first forward), with its own message",
+    "NOT_RESIDUAL_STREAM": "the engine's capture index feeds a tensor that is not the residual stream the draft saw",
 }
 
 

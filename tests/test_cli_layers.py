@@ -197,15 +197,48 @@ def test_corrupt_target_safetensors(cli, tiny_targets, make_draft, tmp_path):
     assert "the weights cannot be loaded" in res.stderr
 
 
-def test_unknown_architecture(cli, config_only_target, make_draft):
-    glm = config_only_target("Glm4ForCausalLM", 8, model_type="glm4")
-    res = cli("-t", glm, "-d", make_draft(), "--static")
-    assert_bad_input(res, "Glm4ForCausalLM")
-    assert "has no EAGLE-3 capture for Glm4ForCausalLM" in res.stderr
-    made_up = config_only_target("MadeUpForCausalLM", 8)
-    res = cli("-t", made_up, "-d", make_draft(), "--static")
-    assert_bad_input(res, "MadeUpForCausalLM", "sglang.json")
-    assert "hint: declared: " in res.stderr
+def test_engine_without_capture_is_a_finding(cli, config_only_target, make_draft):
+    """An architecture the engine cannot capture for (GPT-NeoX is not registered in SGLang 0.5.23; GLM-4
+    dense has no set_eagle3_layers_to_capture): exit 1 with ENGINE_UNSUPPORTED naming what is supported."""
+    for arch, model_type, why in (("GPTNeoXForCausalLM", "gpt_neox", "declares no capture rule"),
+                                  ("Glm4ForCausalLM", "glm4", "glm4.py has no set_eagle3_layers_to_capture")):
+        target = config_only_target(arch, 8, model_type=model_type)
+        res = cli("-t", target, "-d", make_draft(nested_ids=[1, 3, 4]), "--static", "--json", "-")
+        assert res.exit_code == 1, res.output
+        data = as_json(res)
+        (finding,) = [f for f in data["findings"] if f["code"] == "ENGINE_UNSUPPORTED"]
+        assert finding["severity"] == "error" and arch in finding["what"] and why in finding["what"]
+        assert "LlamaForCausalLM" in finding["fix"] and "Gemma3ForCausalLM" in finding["fix"]
+        assert [f["code"] for f in data["findings"]] == ["ENGINE_UNSUPPORTED"]
+        assert data["served"]["unsupported"] and data["fix"]["possible"] is False
+
+
+def test_gemma3_branch_capture_is_an_error(cli, tiny_targets, make_draft):
+    """SGLang's Gemma 3 forward captures the previous layer's post-feedforward-norm branch output, not the
+    residual stream: a draft trained on the stream is reported per slot, with a real target."""
+    gemma = tiny_targets["gemma3_mm"]  # Gemma3ForConditionalGeneration, N = 4
+    res = cli("-t", gemma, "-d", make_draft(nested_ids=[0, 1, 2]), "--json", "-", *FAST)
+    assert res.exit_code == 1, res.output
+    data = as_json(res)
+    assert [s["served"]["label"] for s in data["slots"]] == ["B1", "B2", "B3"]
+    assert [s["verdict"] for s in data["slots"]] == ["not residual"] * 3
+    codes = [f["code"] for f in data["findings"]]
+    assert codes == ["NOT_RESIDUAL_STREAM"] * 3
+    assert "post_feedforward_layernorm branch output of layer 0" in data["findings"][0]["what"]
+    assert data["fix"]["possible"] is False and "residual stream" in data["fix"]["explanation"]
+
+
+def test_ids_that_crash_the_engine(cli, tiny_targets, config_only_target, make_draft):
+    qwen_moe = tiny_targets["qwen3_moe"]  # N = 4: id 3 -> capture index 4, setattr(self.layers[4]) raises
+    data = as_json(cli("-t", qwen_moe, "-d", make_draft(nested_ids=[1, 2, 3]), "--static", "--json", "-"))
+    (crash,) = [f for f in data["findings"] if f["code"] == "ENGINE_CRASH"]
+    assert "IndexError: index 4 is out of range at start-up" in crash["what"]
+    assert "UNREACHABLE_LAYER" not in [f["code"] for f in data["findings"]]
+    assert data["fix"]["possible"] is False and "captures only boundaries 0..3" in data["fix"]["explanation"]
+    deepseek = config_only_target("DeepseekV3ForCausalLM", 61, model_type="deepseek_v3")
+    data = as_json(cli("-t", deepseek, "-d", make_draft(nested_ids=[1, 1, 57]), "--static", "--json", "-"))
+    (crash,) = [f for f in data["findings"] if f["code"] == "ENGINE_CRASH"]
+    assert "RuntimeError: captured 2 of 3 aux hidden states at the first target forward" in crash["what"]
 
 
 def test_unknown_trainer_and_engine(cli, tiny_targets, make_draft):

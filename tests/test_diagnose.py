@@ -68,14 +68,15 @@ def test_slot_verdict(trained, served, verdict):
 
 def test_one_check_per_finding_family():
     names = [c.__name__ for c in CHECKS]
-    assert names[:4] == ["ids_not_read", "unreachable_layer", "aux_count_mismatch", "order_mismatch"]
+    assert names[:7] == ["engine_unsupported", "engine_crash", "not_residual_stream", "ids_not_read",
+                         "unreachable_layer", "aux_count_mismatch", "order_mismatch"]
     assert len(names) == len(set(names))
 
 
 def test_findings_only_use_documented_codes():
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("OFF_BY_ONE", "error", 0, "", "", "")
-    assert len(CODES) == 11
+    assert len(CODES) == 14
 
 
 # ---------------------------------------------------------------------------- fit

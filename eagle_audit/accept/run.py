@@ -201,6 +201,13 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     wirings = {"trained": trained.states, "served": served.states}
     failures = {k: f"feeds {len(st)} state(s); the draft's fc takes {aux}: the engine fails at the first draft forward"
                 for k, st in wirings.items() if len(st) != aux}
+    if served.unsupported:
+        failures["served"] = f"the engine has no EAGLE-3 capture for {info.architecture}: {served.unsupported}"
+    elif served.failure is not None:
+        failures["served"] = (f"the engine raises {served.failure.text()} ({served.failure.at}): nothing is served")
+    elif served.not_residual:
+        failures["served"] = ("the engine feeds " + "; ".join(f"index {k}: {what}" for k, what in served.not_residual)
+                              + ": not simulated (eagle-audit captures the residual stream only)")
     fixes = []
     if not failures:
         fixes = [(i, t, s) for i, (t, s) in enumerate(zip(trained.states, served.states)) if t != s]
