@@ -17,7 +17,8 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     ``dflash_layer_ids`` = ``dflash_config.layer_ids``). An entry is a place name or
     ``{"place", "shift" (added to each id as read, default 0), "empty": "read"|"absent" (an empty list is
     taken as given, or skipped like a missing key), "verbatim_model_types" (draft model_types for which the
-    shift is not applied)}``. Empty: the ids are hard-coded and nothing is read. See docs/engines.md.
+    shift is not applied), "unless_truthy" (a top-level key: the place is skipped when that key holds a
+    non-empty dict)}``. Empty: the ids are hard-coded and nothing is read. See docs/engines.md.
 ``order``
     ``"ascending"`` (capture-loop order; duplicates collapse) or ``"config"`` (as listed).
 ``rules``
@@ -40,7 +41,9 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
 ``draft_flags``
     per draft flag: ``{"honoured": bool, "default": value when absent, "read": places tried in order, the
     first that holds the key wins ("top_level", "nested" = inside ``eagle_config``; default both, top level
-    first), "or": further top-level keys OR-ed in (SGLang's legacy ``use_aux_norm`` for ``fc_norm``)}``.
+    first), "or": further top-level keys OR-ed in (SGLang's legacy ``use_aux_norm`` for ``fc_norm``),
+    "default_if_present": {top-level key: default used instead when that key is in the config} (vLLM's
+    speculators loader sets ``norm_before_residual`` to True when absent)}``.
 ``empty_capture``
     ``{"error", "message", "at", "source"}``: the engine's failure when capture is on but nothing is
     captured (an empty id list, or every index out of reach).
@@ -112,13 +115,20 @@ class IdRead:
     shift: int = 0  # added to each id as read (vLLM's DFlash/DSpark keys: +1)
     empty: str = "read"  # "read": an empty list is taken as given; "absent": skipped like a missing key
     verbatim_model_types: tuple[str, ...] = ()  # draft model_types for which ``shift`` is not applied
+    unless_truthy: str | None = None  # skipped when this top-level key holds a non-empty dict (vLLM V1)
+
+    def skipped(self, config: Mapping[str, Any]) -> bool:
+        node = config.get(self.unless_truthy) if self.unless_truthy else None
+        return isinstance(node, Mapping) and bool(node)
 
     def to_json(self) -> dict | str:
-        if (self.shift, self.empty, self.verbatim_model_types) == (0, "read", ()):
+        if (self.shift, self.empty, self.verbatim_model_types, self.unless_truthy) == (0, "read", (), None):
             return self.place
         out: dict = {"place": self.place, "shift": self.shift, "empty": self.empty}
         if self.verbatim_model_types:
             out["verbatim_model_types"] = list(self.verbatim_model_types)
+        if self.unless_truthy:
+            out["unless_truthy"] = self.unless_truthy
         return out
 
 
@@ -217,6 +227,7 @@ class FlagRule:
     default: Any = None
     read: tuple[str, ...] = FLAG_PLACES  # places tried in order; the first holding the key wins
     any_of: tuple[str, ...] = ()  # further top-level keys OR-ed in (``getattr(c, "fc_norm", None) or getattr(c, "use_aux_norm", False)``)
+    default_if_present: tuple[tuple[str, Any], ...] = ()  # (top-level key, default when the flag is absent)
 
     def value(self, config: Mapping[str, Any], name: str) -> Any:
         """The flag's value as the engine reads it from ``config`` (honoured or not)."""
@@ -228,6 +239,9 @@ class FlagRule:
                 break
         if not found:
             value = self.default
+            for key, default in self.default_if_present:  # a config loader that fills the flag in
+                if key in config:
+                    value = default
         for alias in self.any_of:
             value = value or config.get(alias, False)
         return value
@@ -335,6 +349,8 @@ class Convention:
     def read_draft_ids(self, draft_config: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, str, int]:
         """(ids as written, the place they came from or "default", the shift that place adds)."""
         for r in self.reads():
+            if r.skipped(draft_config):
+                continue
             found = read_ids(draft_config, r.place)
             if found is None or (not found and r.empty == "absent"):
                 continue
@@ -472,7 +488,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         if not read or set(read) - set(FLAG_PLACES):
             raise BadConvention(f"{where}: draft_flags.{fname}.read: places are {', '.join(FLAG_PLACES)}, got {list(read)}")
         flags[fname] = FlagRule(honoured=bool(f.get("honoured", True)), default=f.get("default", False), read=read,
-                                any_of=tuple(f.get("or", ())))
+                                any_of=tuple(f.get("or", ())),
+                                default_if_present=tuple(dict(f.get("default_if_present", {})).items()))
     return Convention(tree_drafts=_tree_drafts(data.get("tree_drafts"), where),
         name=_req(data, "name", where), kind=kind, title=data.get("title", data["name"]),
         version=str(_req(data, "version", where)), source=_req(data, "source", where), ids_from=ids_from,
@@ -487,7 +504,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
 def _id_read(entry: Any, where: str) -> IdRead:
     if isinstance(entry, str):
         entry = {"place": entry}
-    if not isinstance(entry, Mapping) or set(entry) - {"place", "shift", "empty", "verbatim_model_types"}:
+    if not isinstance(entry, Mapping) or set(entry) - {"place", "shift", "empty", "verbatim_model_types", "unless_truthy"}:
         raise BadConvention(f"{where}: ids_from: an entry is a place name or "
                             f"{{place, shift, empty, verbatim_model_types}}, got {entry!r}")
     place = entry.get("place")
@@ -496,7 +513,8 @@ def _id_read(entry: Any, where: str) -> IdRead:
     empty = entry.get("empty", "read")
     if empty not in ("read", "absent"):
         raise BadConvention(f"{where}: ids_from: empty must be 'read' or 'absent', got {empty!r}")
-    return IdRead(place, int(entry.get("shift", 0)), empty, tuple(entry.get("verbatim_model_types", ())))
+    return IdRead(place, int(entry.get("shift", 0)), empty, tuple(entry.get("verbatim_model_types", ())),
+                  entry.get("unless_truthy"))
 
 
 def _failure(data: Any, where: str, with_when: bool = False) -> EngineFailure:

@@ -70,7 +70,8 @@ def render(result: ProbeResult, console: Console | None = None) -> None:
         console = Console()
         if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
             console = Console(width=160)
-    ids = ", ".join(result.ids_from) if result.ids_from else "not found"
+    ids = ", ".join(_read_text(r) for r in result.id_reads) if result.id_reads else (
+        ", ".join(result.ids_from) if result.ids_from else "not found")
     table = Table(title=f"{result.engine} {result.version}: EAGLE-3 capture rules ({result.origin})",
                   title_justify="left", caption="ids: the draft's eagle_aux_hidden_state_layer_ids; "
                   "reachable: capture indices the forward can reach (boundary k = input of layer k)",
@@ -95,3 +96,11 @@ def render(result: ProbeResult, console: Console | None = None) -> None:
                       f"nothing): {names}", highlight=False)
     for s in result.skipped:
         console.print(f"[yellow]not parsed:[/] {s}")
+
+
+def _read_text(read: dict) -> str:
+    """``dflash_target_layer_ids +1 (empty: falls through)`` for one ids_from entry."""
+    text = read["place"] + (f" {read['shift']:+d}" if read.get("shift") else "")
+    if read.get("verbatim_model_types"):
+        text += f" (verbatim for model_type {', '.join(read['verbatim_model_types'])})"
+    return text + (" (empty: taken)" if read.get("empty") == "read" else "")

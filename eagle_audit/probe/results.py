@@ -62,6 +62,7 @@ class Reach:
     unguarded: Site | None = None  # an index >= N raises IndexError at start-up (unguarded setattr here)
     count_check: Site | None = None  # captures collected by a count-checking packer (raises on a missing one)
     branch: Site | None = None  # the capture appends the layer's branch output, not the residual stream
+    none_add: Site | None = None  # the capture adds ``hidden_states + residual`` with residual None at index 0
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ class ProbedRule:
         """The rule's meaning: equal keys mean the same capture indices for every N and ids."""
         return (self.default_ids, self.default_shift, tuple((c.when, c.shift) for c in self.explicit),
                 self.reach.min_capture, self.reach.max_capture, self.reach.unguarded is not None,
-                self.reach.count_check is not None, self.reach.branch is not None)
+                self.reach.count_check is not None, self.reach.branch is not None, self.reach.none_add is not None)
 
     def default_text(self) -> str:
         return self.default_ids + (f" {self.default_shift:+d}" if self.default_shift else "")
@@ -90,6 +91,7 @@ class ProbedRule:
         text = f"{self.reach.min_capture}..{self.reach.max_capture}"
         text += " (>= N: IndexError)" if self.reach.unguarded else ""
         text += " (count-checked: a missing capture raises)" if self.reach.count_check else ""
+        text += " (k = 0: TypeError, residual is None)" if self.reach.none_add else ""
         return text + (" (k >= 1: branch output, not the residual stream)" if self.reach.branch else "")
 
 
@@ -120,6 +122,7 @@ class ProbeResult:
     archs: tuple[ArchResult, ...]
     skipped: tuple[str, ...] = ()  # files that could not be parsed: "path:line: message"
     count_error: tuple[str, str, Site] | None = None  # the packer's own (exception, message template, site)
+    id_reads: tuple[dict, ...] | None = None  # how each place is read: ids_from entries (place, shift, empty...)
 
     def by_status(self, status: str) -> tuple[ArchResult, ...]:
         return tuple(a for a in self.archs if a.status == status)

@@ -12,7 +12,7 @@ import ast
 import os
 
 from .architectures import ArchitectureReader
-from .ids_reader import read_ids_from
+from .ids_reader import read_id_places, read_ids_from
 from .modules import ModuleIndex
 from .results import ProbeResult, Site
 from .source import BadSource, SourceTree, locate
@@ -85,10 +85,13 @@ def probe_sglang(source: str | os.PathLike | None = None) -> ProbeResult:
     if not index.modules:
         raise BadSource(f"{tree.origin}: none of the files under {tree.models_dir()} could be parsed")
     archs = ArchitectureReader(index).read_all()
-    ids = None
+    ids, reads = None, None
     for path in tree.find(IDS_FILE):
         ids = read_ids_from(path, tree.files[path], IDS_FUNCTION)
         if ids:
+            reads = read_id_places(path, tree.files[path], IDS_FUNCTION)
+            if reads:
+                ids = (tuple(r["place"] for r in reads[0]), ids[1])
             break
     count_error = None
     for path in tree.find(AUX_FILE):
@@ -97,4 +100,5 @@ def probe_sglang(source: str | os.PathLike | None = None) -> ProbeResult:
             break
     return ProbeResult(engine=ENGINE, version=read_version(tree), origin=tree.origin,
                        ids_from=ids[0] if ids else None, ids_site=ids[1] if ids else None,
-                       archs=tuple(archs), skipped=tuple(index.skipped), count_error=count_error)
+                       archs=tuple(archs), skipped=tuple(index.skipped), count_error=count_error,
+                       id_reads=reads[0] if reads else None)

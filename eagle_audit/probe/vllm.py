@@ -33,9 +33,10 @@ from __future__ import annotations
 import ast
 import os
 import re
+from dataclasses import replace
 
 from ..errors import InputNotFound
-from .ids_reader import read_ids_from
+from .ids_reader import read_id_places, read_ids_from
 from .modules import ClassInfo, ModuleIndex
 from .results import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbedCase, ProbedRule, ProbeResult,
                       Reach, Site)
@@ -277,7 +278,8 @@ def read_capture(fn: ast.FunctionDef, path: str) -> tuple[Reach | None, str]:
         if post:
             how += f"; `{ast.unparse(post[0].test)}` after the loop: N reachable"
         end = max([test.lineno] + [p.lineno for p in post])
-        return Reach(min_capture, "N" if post else "N - 1", Site(path, test.lineno, end), how), ""
+        none_add = None if guarded else Site(path, adds[0].lineno, adds[0].end_lineno)
+        return Reach(min_capture, "N" if post else "N - 1", Site(path, test.lineno, end), how, none_add=none_add), ""
     # `(idx + 1) in aux` after the layer call: the stream leaving layer idx = entering layer idx + 1
     if not layer_calls or max(layer_calls) > test.lineno:
         return None, f"{path}:{test.lineno}: in-loop `(idx + 1) in aux_hidden_state_layers` is not after the layer call"
@@ -418,7 +420,7 @@ class _Prober:
         reach = next(iter(reaches.values()))
         how = reach.how + "; holder built at run time: every recognised EagleModelMixin decoder captures this way" \
             + (f" (not recognised: {', '.join(sorted(odd))})" if odd else "")
-        return Reach(reach.min_capture, reach.max_capture, reach.site, how), ""
+        return replace(reach, how=how), ""
 
     def default(self, cls: ClassInfo) -> tuple[str | None, Site]:
         found = self.idx.find_method(cls, DEFAULT)
@@ -501,11 +503,16 @@ def probe_vllm(source: str | os.PathLike | None = None, runner: str = "v2") -> P
     prober = _Prober(src)
     archs = [prober.arch(*entry) for entry in prober.registry()]
     places, site, problem = read_ids(src, runner)
+    path, function = IDS_READERS[runner]
+    reads = read_id_places(path, src.files[path], function) if places else None
+    if reads:
+        places = tuple(r["place"] for r in reads[0])
     skipped = list(prober.idx.skipped)
     if problem:
         skipped.append(f"ids reader unrecognised: {problem}")
     return ProbeResult(engine=ENGINES[runner], version=read_version(src), origin=src.origin, ids_from=places,
-                       ids_site=site, archs=tuple(archs), skipped=tuple(skipped))
+                       ids_site=site, archs=tuple(archs), skipped=tuple(skipped),
+                       id_reads=reads[0] if reads else None)
 
 
 def probe_vllm_v1(source: str | os.PathLike | None = None) -> ProbeResult:

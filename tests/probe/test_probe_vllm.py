@@ -42,9 +42,14 @@ def test_registered():
 def test_version_and_ids_places(v2, v1):
     assert v2.version == v1.version == VLLM_VERSION
     hand = builtin_conventions("engine")
-    assert v2.ids_from == hand["vllm"].ids_from == ("top_level", "nested_layer_ids")
+    assert v2.ids_from == hand["vllm"].ids_from == ("top_level", "dflash_target_layer_ids", "dspark_target_layer_ids",
+                                                    "target_layer_ids", "dflash_layer_ids", "nested_layer_ids")
+    assert [dict(r) for r in v2.id_reads] == [r.to_json() if isinstance(r.to_json(), dict) else {"place": r.place}
+                                               for r in hand["vllm"].reads()]
     assert v2.ids_site.path.endswith("spec_decode/eagle/eagle3_utils.py")
-    assert v1.ids_from == hand["vllm-v1"].ids_from == ("top_level", "nested")
+    # V1 reads dflash before nested in source, but a non-empty eagle_config overrides it: the order is not derived
+    assert v1.ids_from == ("top_level", "dflash_target_layer_ids", "nested")
+    assert set(v1.ids_from) == set(hand["vllm-v1"].ids_from)
     assert v1.ids_site.path.endswith("gpu_model_runner.py")
     assert not [s for s in v2.skipped + v1.skipped if "ids reader" in s]
 
@@ -132,7 +137,8 @@ def test_cli_prints_the_table(vllm_wheel):
     app.command()(probe)
     res = CliRunner().invoke(app, ["vllm", "--source", str(vllm_wheel)])
     assert res.exit_code == 0, res.output
-    assert "LlamaForCausalLM" in res.output and "draft ids read from: top_level, nested_layer_ids" in res.output
+    assert "LlamaForCausalLM" in res.output and "draft ids read from: top_level," in res.output \
+        and "dflash_target_layer_ids +1" in res.output
 
 
 # ---------------------------------------------------------------------------------------- synthetic
