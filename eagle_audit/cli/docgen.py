@@ -42,6 +42,15 @@ FINDING_DETAILS = {
     "VOCAB_MAP_INVALID": ("error", "`d2t`/`t2d` lengths, ranges (absolute ids where offsets are expected) or "
                                    "consistency are wrong"),
     "ORDER_MISMATCH": ("error", "the same states, concatenated in another order than trained"),
+    "ENGINE_UNSUPPORTED": ("error", "the engine has no EAGLE-3 capture for the target's architecture (GPT-NeoX or "
+                                    "GLM-4 dense under SGLang, Gemma 3 under vLLM); the finding names the "
+                                    "architectures it does capture for ([engines.md](engines.md))"),
+    "ENGINE_CRASH": ("error", "the engine raises on these ids, with its own exception and message, at start-up "
+                              "or at the first forward (Qwen-MoE `IndexError`, SGLang DeepSeek `captured 2 of 3`, "
+                              "vLLM DeepSeek id 0 `TypeError`, an empty SGLang id list)"),
+    "NOT_RESIDUAL_STREAM": ("error", "the engine's capture index feeds something other than the residual stream "
+                                     "(SGLang Gemma 3: the previous layer's `post_feedforward_layernorm` branch "
+                                     "output); no config fixes it"),
 }
 
 
