@@ -29,10 +29,11 @@ def __getattr__(name: str):
     if name in _API:
         value = getattr(importlib.import_module(_API[name], __name__), name)
     elif name == "fingerprint":  # the fingerprint command's Python entry point, where this version has it
-        try:
-            value = importlib.import_module(".fingerprint.run", __name__).fingerprint
-        except (ImportError, AttributeError):
-            raise AttributeError("eagle_audit.fingerprint is not available in this version") from None
+        import importlib.util
+
+        if importlib.util.find_spec(f"{__name__}.fingerprint") is None:
+            raise AttributeError("eagle_audit.fingerprint is not available in this version")
+        value = importlib.import_module(".fingerprint.run", __name__).fingerprint
     else:
         raise AttributeError(f"module 'eagle_audit' has no attribute {name!r}")
     globals()[name] = value
