@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .diagnose import SlotStats, diagnose
+from .fingerprint.suggest import suggestion
 from .fix import plan_fix
 from .inputs import AuditInputs, prepare
 from .provenance import provenance
@@ -83,9 +84,13 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
                                       res.served.reach or (0, info.num_layers), opts.scan,
                                       progress)
     slots, findings = diagnose(draft, info, res, stats)
+    hint = suggestion(opts.trainer is not None or bool(opts.trained_boundaries), res, p.aux,
+                      [s.cosine for s in slots if s.verdict != "ok"])
+    if hint:
+        notes.append(f"suggestion: {hint}")
     errors = [f for f in findings if f.severity == "error"]
     fix = plan_fix(res, draft, info.hidden_size) if errors else None
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=n_prompts, tokens=tokens, notes=notes, static=opts.static)
     return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), res.trained.wiring,
-                        res.served.wiring, slots, findings, fix, heat, prov)
+                        res.served.wiring, slots, findings, fix, heat, prov, (hint,) if hint else ())

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .conventions import DRAFT_FLAGS, place_key
+from .conventions import DRAFT_FLAGS, Wiring, place_key
 from .draft import DraftSpec
 from .errors import BadCheckpoint
 from .resolution import Resolution, SideWiring
@@ -67,14 +67,33 @@ def check_target_fit(draft: DraftSpec, target: TargetInfo) -> int:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """The trained wiring as read off the draft's weights (:mod:`eagle_audit.fingerprint`), for the checks
+    that compare it with what is declared. ``candidates[i]``: the states slot i cannot be told apart from
+    the best, best first; None where no wiring fits the target (``reason``, ``evidence`` say why)."""
+
+    declared: Wiring
+    candidates: tuple[tuple[State, ...], ...] | None
+    reason: str = ""
+    evidence: str = ""
+    hint: str = ""  # how to declare the measured wiring
+
+    def agrees(self, states) -> bool:
+        return self.candidates is not None and len(states) == len(self.candidates) and all(
+            s in c for s, c in zip(states, self.candidates))
+
+
+@dataclass(frozen=True)
 class Context:
-    """What every check reads: the inputs, the resolved pair, fc's aux count and the slot table."""
+    """What every check reads: the inputs, the resolved pair, fc's aux count and the slot table (and,
+    from ``fingerprint``, the wiring measured on the weights)."""
 
     draft: DraftSpec
     target: TargetInfo
     res: Resolution
     aux: int
     slots: tuple[Slot, ...]
+    measured: Measured | None = None
 
     @property
     def trained(self) -> SideWiring:
@@ -131,9 +150,9 @@ def _not_residual(res: Resolution) -> dict[int, str]:
 DRAFT_ONLY: list[Check] = []
 
 
-def diagnose(draft: DraftSpec, target: TargetInfo, res: Resolution, stats: dict[int, SlotStats] | None = None
-             ) -> tuple[tuple[Slot, ...], tuple[Finding, ...]]:
-    ctx = Context(draft, target, res, check_target_fit(draft, target), make_slots(res, stats))
+def diagnose(draft: DraftSpec, target: TargetInfo, res: Resolution, stats: dict[int, SlotStats] | None = None,
+             measured: Measured | None = None) -> tuple[tuple[Slot, ...], tuple[Finding, ...]]:
+    ctx = Context(draft, target, res, check_target_fit(draft, target), make_slots(res, stats), measured)
     checks = CHECKS if res.served.wiring.unsupported is None else [engine_unsupported, *DRAFT_ONLY]
     return ctx.slots, tuple(f for c in checks for f in c(ctx))
 
@@ -391,3 +410,37 @@ def vocab_map_invalid(ctx: Context) -> Iterable[Finding]:
 
 
 DRAFT_ONLY.extend([hidden_size_mismatch, vocab_map_missing, vocab_map_invalid])
+
+
+# ---------------------------------------------------------------------------- the weights (fingerprint)
+
+@check
+def representation_mismatch(ctx: Context) -> Iterable[Finding]:
+    m = ctx.measured
+    if m is None or m.candidates is not None:
+        return
+    yield Finding(
+        "REPRESENTATION_MISMATCH", "error", None,
+        f"No wiring makes this draft agree with {ctx.target.name}: {m.reason}. {m.evidence}",
+        "The draft reads a residual stream unlike the one it was trained on: it was trained for another target (or "
+        "has untrained weights), or this target's states differ from training (rotated or quantized weights, another "
+        "tokenizer). No wiring can be read off the weights; the findings below assume the declared wiring.",
+        "Audit the draft against the exact target checkpoint (weights, tokenizer, precision) it was trained with.")
+
+
+@check
+def trained_wiring_differs(ctx: Context) -> Iterable[Finding]:
+    m = ctx.measured
+    if m is None or m.candidates is None or m.agrees(m.declared.states):
+        return
+    measured = "[" + ", ".join(" or ".join(s.label() for s in c) for c in m.candidates) + "]"
+    yield Finding(
+        "TRAINED_WIRING_DIFFERS", "error", None,
+        f"The weights were trained on {measured} (fingerprint), but {m.declared.convention} "
+        f"({m.declared.ids_source}) declares {_labels(m.declared.states)}.",
+        "Everything configured from the declared wiring (the engine's ids, an audit's trained side) feeds the draft "
+        "states it was not trained on.",
+        f"Declare the measured wiring ({m.hint}) and apply the config change below." if m.hint else FIX_REF)
+
+
+DRAFT_ONLY.extend([representation_mismatch, trained_wiring_differs])  # they read the draft's weights alone

@@ -16,6 +16,8 @@ from typing import Any, Callable, Sequence
 
 from .conventions import Convention
 from .draft import DraftSpec, read_draft
+from .errors import AuditError
+from .fingerprint.suggest import MEASURED
 from .resolution import Resolution
 from .states import State
 
@@ -87,5 +89,18 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
     else:
         info = target_info(os.fspath(opts.target))
     aux = check_target_fit(draft, info)
-    res, trainer = resolve_audit(draft, info, engine, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
+    if opts.trainer == MEASURED:  # the trained wiring read off the draft's weights (eagle_audit.fingerprint)
+        if target is None:
+            raise AuditError(f"trainer {MEASURED} measures the trained wiring on the weights: it needs the target's "
+                             "weights loaded (not a static audit)")
+        from .fingerprint.run import resolve_measured
+        from .prompts import encode, load_prompts
+
+        given = getattr(opts, "prompt_ids", None)
+        ids = ([list(x) for x in given] if given is not None
+               else encode(load_prompts(opts.prompts, opts.max_prompts), target.tokenizer, opts.max_tokens))
+        res, trainer = resolve_measured(target, draft, engine, notes, ids, status=status), None
+    else:
+        res, trainer = resolve_audit(draft, info, engine, notes, opts.trainer, opts.trained_boundaries,
+                                     opts.trained_ids)
     return Prepared(draft, engine, target, info, res, trainer, aux, notes)

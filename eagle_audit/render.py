@@ -46,6 +46,8 @@ def render_layers(result: LayersResult, console: Console) -> None:
             body += "\n\nMerge into config.json:\n" + json.dumps(fx.patch)
         console.print(Panel(body, title=f"fix for {fx.engine}" if fx.possible else f"no config fix for {fx.engine}",
                             border_style="green" if fx.possible else "red"))
+    for hint in result.suggestions:
+        console.print(f"[dim]hint: {hint}[/]", highlight=False)
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] "
                   f"({len(result.errors)} error(s), {len(result.findings) - len(result.errors)} warning(s))")

@@ -150,9 +150,13 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         wiring = Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
                         tuple(s.boundary for s in states), states)
         return given_side(wiring, draft, conv), conv
-    recorded = (draft.config.get(CANARY_KEY) or {}).get("trained_boundaries")
+    record = draft.config.get(CANARY_KEY) or {}
+    recorded = record.get("trained_boundaries")
     if trainer is None and trained_ids is None and recorded:
-        states = tuple(State(int(b)) for b in recorded)
+        labels = record.get("trained_states")  # written since the post-norm canaries: "B30+norm"
+        states = (parse_states(",".join(str(x).removeprefix("B") for x in labels), info.num_layers,
+                               f"{draft.path}: {CANARY_KEY}.trained_states")
+                  if labels else tuple(State(int(b)) for b in recorded))
         notes.append(f"trained states read from the canary record {CANARY_KEY}.trained_boundaries: "
                      f"{[s.label() for s in states]}")
         wiring = Wiring("canary", "trainer", "-", "recorded", None, "boundaries", f"{CANARY_KEY}.trained_boundaries",

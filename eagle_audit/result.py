@@ -26,6 +26,8 @@ CODES = {
     "ENGINE_UNSUPPORTED": "the engine has no EAGLE-3 capture for the target's architecture: it cannot feed the draft",
     "ENGINE_CRASH": "the engine raises on the draft's ids (at start-up or at the first forward), with its own message",
     "NOT_RESIDUAL_STREAM": "the engine's capture index feeds a tensor that is not the residual stream the draft saw",
+    "TRAINED_WIRING_DIFFERS": "the draft's weights were trained on other states than the config / trainer convention declares",
+    "REPRESENTATION_MISMATCH": "no wiring makes the draft agree with this target: another target, untrained, or a changed residual stream",
 }
 
 
@@ -101,6 +103,7 @@ class LayersResult:
     fix: Fix | None
     heatmap: Heatmap | None
     provenance: Mapping[str, Any]
+    suggestions: tuple[str, ...] = ()  # what to run next (e.g. measure the trained wiring with the fingerprint)
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -111,4 +114,5 @@ class LayersResult:
                 "draft": dict(self.draft), "trained": self.trained.to_json(), "served": self.served.to_json(),
                 "slots": [s.to_json() for s in self.slots], "findings": [f.to_json() for f in self.findings],
                 "fix": self.fix.to_json() if self.fix else None,
-                "heatmap": self.heatmap.to_json() if self.heatmap else None, "provenance": dict(self.provenance)}
+                "heatmap": self.heatmap.to_json() if self.heatmap else None, "provenance": dict(self.provenance),
+                "suggestions": list(self.suggestions)}

@@ -314,7 +314,7 @@ def vllm_wheel() -> Path:
 #: deselects them, unless their file is named on the command line; ``python -m pytest --full`` (what .ci/run
 #: runs) selects everything, ``-m full`` only them.
 FULL_PATHS = ("tests/engine/", "tests/trainers/", "tests/report/test_browser.py")
-FULL_FIXTURES = {"wheel_probe", "chromium", "smol_canary"}
+FULL_FIXTURES = {"wheel_probe", "chromium", "smol_canary", "fp_canaries"}
 
 
 def pytest_addoption(parser):

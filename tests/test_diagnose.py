@@ -76,7 +76,7 @@ def test_one_check_per_finding_family():
 def test_findings_only_use_documented_codes():
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("OFF_BY_ONE", "error", 0, "", "", "")
-    assert len(CODES) == 14
+    assert len(CODES) == 16  # + TRAINED_WIRING_DIFFERS, REPRESENTATION_MISMATCH (fingerprint)
 
 
 # ---------------------------------------------------------------------------- fit

@@ -45,6 +45,7 @@ from .targetrun import eos_ids
 @dataclass(frozen=True)
 class CanaryOptions:
     boundaries: tuple[int, ...]
+    final_norm: bool = False  # boundary N stands for the post-final-norm state (BN+norm), not the pre-norm one
     ttt_steps: int = 3
     epochs: int = 30
     lr: float = 2e-3
@@ -259,7 +260,10 @@ def train_canary(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, 
     (or on ``data`` = (samples from :func:`make_data`, the states their aux holds, in order))."""
     log = log or (lambda m: None)
     torch.manual_seed(opts.seed)
-    states = tuple(State(b) for b in opts.boundaries)
+    n_layers = target.info.num_layers
+    if opts.final_norm and n_layers not in opts.boundaries:
+        raise ValueError(f"final_norm: the boundaries must include N = {n_layers} (the state that is normed)")
+    states = tuple(State(b, normed=opts.final_norm and b == n_layers) for b in opts.boundaries)
     dev = torch.device(opts.device or target.input_device)
     t0 = time.perf_counter()
     if data is None:
@@ -359,7 +363,8 @@ def train_canary(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, 
         model.load_state_dict(best_state)
     train_seconds = time.perf_counter() - t1
     model.eval()
-    record = {"trained_boundaries": list(opts.boundaries), "target": target.info.name,
+    record = {"trained_boundaries": list(opts.boundaries), "trained_states": [s.label() for s in states],
+              "target": target.info.name,
               "target_num_layers": target.info.num_layers, "ttt_steps": opts.ttt_steps, "epochs": opts.epochs,
               "epochs_run": epoch, "lr": opts.lr, "seed": opts.seed, "sequences": len(seqs), "tokens": n_tokens,
               "max_new_tokens": opts.max_new_tokens, "init": opts.init, "init_layer": opts.init_layer,

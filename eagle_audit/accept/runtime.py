@@ -243,17 +243,19 @@ class Eagle3Draft(nn.Module):
         return self.lm_head(normed)
 
     def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
-                past: Sequence[KV] | None = None, mask: torch.Tensor | None = None) -> DraftOutput:
+                past: Sequence[KV] | None = None, mask: torch.Tensor | None = None,
+                projected: bool = False) -> DraftOutput:
         """``input_ids`` [batch, pos] (target ids), ``hidden`` [batch, pos, n*H_t or H], ``positions``
         [batch, pos] or [pos]; ``past`` per layer [batch or 1, kv_heads, keys, head_dim]; ``mask``
-        [pos, keys + pos] bool."""
+        [pos, keys + pos] bool. ``projected``: ``hidden`` is already :meth:`project`'s output [batch, pos, H]
+        (the fingerprint search sums per-slot fc products itself)."""
         if self.embed is None:
             raise RuntimeError("draft embedding not set (load_draft_model sets the target's)")
         if positions.dim() == 1:
             positions = positions[None]
         w = self.fc.weight
         embeds = F.embedding(input_ids, self.embed).to(w.dtype)  # [batch, pos, H]
-        h = self.project(hidden.to(w.dtype))  # [batch, pos, H]
+        h = hidden.to(w.dtype) if projected else self.project(hidden.to(w.dtype))  # [batch, pos, H]
         cos, sin = rope_cos_sin(positions, self.arch.head_dim, self.arch.rope_theta, w.dtype)
         residual, kv = None, []
         for i, layer in enumerate(self.layers):

@@ -51,6 +51,10 @@ FINDING_DETAILS = {
     "NOT_RESIDUAL_STREAM": ("error", "the engine's capture index feeds something other than the residual stream "
                                      "(SGLang Gemma 3: the previous layer's `post_feedforward_layernorm` branch "
                                      "output); no config fixes it"),
+    "TRAINED_WIRING_DIFFERS": ("error", "`fingerprint`: the draft's weights were trained on other states than the "
+                                        "config / trainer convention declares (both wirings named)"),
+    "REPRESENTATION_MISMATCH": ("error", "`fingerprint`: no wiring makes the draft agree with this target (another "
+                                         "target or tokenizer, untrained weights, a rotated or quantized target)"),
 }
 
 

@@ -8,6 +8,7 @@ import typer
 
 from .accept_rate import accept_rate
 from .common import Group
+from .fingerprint import fingerprint
 from .layers import layers
 from .probe import probe
 from .report import report
@@ -47,6 +48,7 @@ app.command("layers")(layers)
 
 app.command("accept-rate")(accept_rate)
 app.command("train-canary")(train_canary)
+app.command("fingerprint")(fingerprint)
 app.command("probe")(probe)
 app.command("report")(report)
 

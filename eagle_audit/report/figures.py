@@ -150,9 +150,13 @@ _RIGHT = 210  # row notes
 _TOP = 10
 
 
-def heatmap(states: Sequence[str], rows: Sequence[Sequence[float]], row_slots: Sequence[dict]) -> Heatmap:
+def heatmap(states: Sequence[str], rows: Sequence[Sequence[float]], row_slots: Sequence[dict],
+            value: str = "cosine", keys: tuple[str, str] = ("trained state", "served instead"),
+            verbs: tuple[str, str] = ("trained on", "served")) -> Heatmap:
     """``row_slots[r]``: ``{"index", "trained", "served", "verdict", "css"}`` for heatmap row ``r``
-    (labels as in ``states``; ``served`` may be None)."""
+    (labels as in ``states``; ``served`` may be None). Optional per row: ``"outlined"`` (the states whose
+    cells get the first mark; default ``[trained]``) and ``"note"`` (the text right of the row). ``value``
+    names the number in each cell; ``keys`` the two marks in the legend, ``verbs`` in their tooltips."""
     n = len(states)
     cw = max(12, min(28, 820 // max(n, 1)))
     grid_w, grid_h = n * cw, len(rows) * _ROW_H
@@ -163,18 +167,20 @@ def heatmap(states: Sequence[str], rows: Sequence[Sequence[float]], row_slots: S
         y = _TOP + r * _ROW_H
         for c, v in enumerate(values[:n]):
             cells.append(Rect(_LEFT + c * cw, y, cw, _ROW_H, cosine_colour(v, low),
-                              f"slot {slot['index']} (trained {slot['trained']}) vs {states[c]}: cosine {v:.3f}"))
-        if slot["trained"] in col:
-            trained.append(Rect(_LEFT + col[slot["trained"]] * cw, y, cw, _ROW_H,
-                                title=f"slot {slot['index']}: trained on {slot['trained']}"))
+                              f"slot {slot['index']} ({slot['trained']}) vs {states[c]}: {value} {v:.3f}"))
+        for mark in slot.get("outlined") or [slot["trained"]]:
+            if mark in col:
+                trained.append(Rect(_LEFT + col[mark] * cw, y, cw, _ROW_H,
+                                    title=f"slot {slot['index']}: {verbs[0]} {mark}"))
         if slot["served"] in col and slot["served"] != slot["trained"]:
             served.append(Rect(_LEFT + col[slot["served"]] * cw, y, cw, _ROW_H,
-                               title=f"slot {slot['index']}: served {slot['served']}"))
+                               title=f"slot {slot['index']}: {verbs[1]} {slot['served']}"))
         mid = y + _ROW_H / 2 + 4
         row_labels.append(Label(_LEFT - 8, mid, f"slot {slot['index']} · {slot['trained']}", "end", css="strong"))
         note = f"served {slot['served']}" if slot["served"] else "not served"
         if slot["verdict"] != "ok":
             note += f" · {slot['verdict']}"
+        note = slot.get("note", note)
         row_notes.append(Label(_LEFT + grid_w + 10, mid, note, css=slot["css"]))
     step = 1 if n <= 36 else 5
     angle = -50 if cw >= 18 else -90  # narrow columns: upright labels do not collide
@@ -198,11 +204,11 @@ def heatmap(states: Sequence[str], rows: Sequence[Sequence[float]], row_slots: S
     legend_labels = (Label(_LEFT, ly + 26, f"{low:.2f}" if low > 0 else "≤ 0", "middle", css="muted"),
                      Label(_LEFT + 90, ly + 26, f"{(low + 1) / 2:.2f}", "middle", css="muted"),
                      Label(_LEFT + 180, ly + 26, "1.00", "middle", css="muted"),
-                     Label(_LEFT - 8, ly + 10, "cosine", "end", css="muted"))
+                     Label(_LEFT - 8, ly + 10, value, "end", css="muted"))
     kx = _LEFT + 230
     key_trained = Rect(kx, ly - 2, 16, 16)
     key_served = Rect(kx + 150, ly - 2, 16, 16)
-    key_labels = (Label(kx + 24, ly + 11, "trained state"), Label(kx + 174, ly + 11, "served instead"))
+    key_labels = (Label(kx + 24, ly + 11, keys[0]), Label(kx + 174, ly + 11, keys[1]))
     width = max(_LEFT + grid_w + _RIGHT, kx + 300)
     return Heatmap(width, ly + 36, tuple(cells), tuple(trained), tuple(served), tuple(row_labels), tuple(row_notes),
                    tuple(col_labels), tuple(col_ticks), axis_title, legend, stops, legend_labels, key_trained,

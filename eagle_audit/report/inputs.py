@@ -12,6 +12,9 @@ A report renders one of three documents, all plain JSON dicts:
 ``eagle-audit/report/1``
     both of the above for the same target and draft: ``{"schema", "layers", "accept_rate"}``
     (:func:`merge`).
+``eagle-audit/fingerprint/1``
+    a ``fingerprint`` result (:meth:`eagle_audit.fingerprint.result.FingerprintResult.to_json`), reported
+    on its own (never merged).
 
 :func:`normalize` turns any of them into the merged form; nothing else in the package reads schemas.
 """
@@ -27,9 +30,13 @@ from ..result import LAYERS_SCHEMA
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 REPORT_SCHEMA = "eagle-audit/report/1"
+FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/1"
 
 #: schema -> the key that document takes in a merged report
-KINDS = {LAYERS_SCHEMA: "layers", ACCEPT_SCHEMA: "accept_rate"}
+KINDS = {LAYERS_SCHEMA: "layers", ACCEPT_SCHEMA: "accept_rate", FINGERPRINT_SCHEMA: "fingerprint"}
+
+#: keys a fingerprint result cannot be rendered without
+_FINGERPRINT_REQUIRED = {"verdict": str, "target": dict, "draft": dict, "inferred": dict, "findings": list}
 
 #: keys a layers result cannot be rendered without, with the JSON type each must have
 _LAYERS_REQUIRED = {"verdict": str, "target": dict, "draft": dict, "slots": list, "findings": list}
@@ -79,7 +86,7 @@ def normalize(data: Any, where: str = "result") -> dict:
                         hint="results come from eagle-audit layers --json FILE or eagle-audit accept-rate --json FILE")
     _check(data, schema, where)
     merged: dict[str, Any] = {"schema": REPORT_SCHEMA, "layers": None, "accept_rate": None}
-    merged[KINDS[schema]] = dict(data)
+    merged[KINDS[schema]] = dict(data)  # a fingerprint result adds its own key
     return merged
 
 
@@ -91,6 +98,8 @@ def merge(*documents: Mapping[str, Any]) -> dict:
     parts = [normalize(d, where=f"result {i + 1}") for i, d in enumerate(documents)]
     if len(parts) == 1:
         return parts[0]
+    if any(p.get("fingerprint") is not None for p in parts):
+        raise ResultsDiffer("a fingerprint result is reported on its own: pass it alone")
     out: dict[str, Any] = {"schema": REPORT_SCHEMA, "layers": None, "accept_rate": None}
     for part in parts:
         for key in ("layers", "accept_rate"):
@@ -109,10 +118,12 @@ def _check(doc: Any, schema: str, where: str) -> None:
         raise BadResult(f"{where}: expected a JSON object, got {type(doc).__name__}")
     if doc.get("schema") != schema:
         raise BadResult(f"{where}: schema is {doc.get('schema')!r}, expected {schema!r}")
-    if schema == LAYERS_SCHEMA:
-        for key, kind in _LAYERS_REQUIRED.items():
+    required = {LAYERS_SCHEMA: _LAYERS_REQUIRED, FINGERPRINT_SCHEMA: _FINGERPRINT_REQUIRED}.get(schema)
+    if required:
+        what = KINDS[schema]
+        for key, kind in required.items():
             if key not in doc:
-                raise BadResult(f"{where}: key {key!r} is missing from the layers result")
+                raise BadResult(f"{where}: key {key!r} is missing from the {what} result")
             if not isinstance(doc[key], kind):
                 raise BadResult(f"{where}: key {key!r} should be a JSON {_JSON_TYPE[kind]}, "
                                 f"got {type(doc[key]).__name__}")

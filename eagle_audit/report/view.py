@@ -15,6 +15,7 @@ from .. import __version__
 from ..result import CODES
 from . import figures
 from .acceptance import AcceptView, accept_view, as_dict, label, number
+from .fingerprint import FingerprintView, fingerprint_view
 from .inputs import normalize
 
 #: the note a layers finding carries when its fix is the config change shown once for all findings
@@ -105,11 +106,14 @@ class View:
     heatmap_note: str | None
     accept: AcceptView | None
     provenance: list[ProvenanceView]
+    fingerprint: FingerprintView | None = None
     generator: str = field(default=f"eagle-audit {__version__}")
 
 
 def build_view(data: Mapping[str, Any]) -> View:
     doc = normalize(data)
+    if doc.get("fingerprint") is not None:
+        return _fingerprint_page(doc["fingerprint"])
     layers, accept = doc["layers"], doc["accept_rate"]
     subject = layers if layers is not None else accept
     target = as_dict(subject.get("target"))
@@ -157,6 +161,23 @@ def build_view(data: Mapping[str, Any]) -> View:
         draft=dname,
         draft_detail=_draft_detail(draft), engine=engine, findings=findings, errors=errors, warnings=warnings, fix=fix,
         slots=slots, wiring=wiring, heatmap=heat, heatmap_note=heat_note, accept=acc_view, provenance=provenance)
+
+
+def _fingerprint_page(fp: Mapping[str, Any]) -> View:
+    target, draft = as_dict(fp.get("target")), as_dict(fp.get("draft"))
+    tname, dname = short_name(target.get("name")), short_name(draft.get("path") or draft.get("name"))
+    findings = _findings(fp["findings"])
+    fix = _fix(fp.get("fix"))
+    errors = sum(f.severity == "error" for f in findings)
+    warnings = len(findings) - errors
+    fv = fingerprint_view(fp)
+    head = f"fingerprint: {fp['verdict']}"
+    summary = f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+    return View(title=f"eagle-audit: {head} · {tname} ← {dname}", has_layers=False, verdict=str(fp["verdict"]),
+                headline=head, summary=summary, accept_line=fv.summary, target=tname,
+                target_detail=_target_detail(target), draft=dname, draft_detail=_draft_detail(draft), engine=None,
+                findings=findings, errors=errors, warnings=warnings, fix=fix, slots=[], wiring=[], heatmap=None,
+                heatmap_note=None, accept=None, provenance=[_provenance("fingerprint", fp)], fingerprint=fv)
 
 
 def short_name(name: Any) -> str:

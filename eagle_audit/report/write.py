@@ -22,10 +22,12 @@ def report_name(data: Mapping[str, Any]) -> str:
     written after a fix (``match-...``) sits beside the one that found the problem (``mismatch-...``).
     """
     doc = normalize(data)
-    subject = doc["layers"] if doc["layers"] is not None else doc["accept_rate"]
+    subject = next(doc[k] for k in ("layers", "accept_rate", "fingerprint") if doc.get(k) is not None)
     target, draft = subject.get("target") or {}, subject.get("draft") or {}
     if doc["layers"] is not None:
         head = [doc["layers"]["verdict"]]
+    elif doc.get("fingerprint") is not None:
+        head = ["fingerprint", doc["fingerprint"]["verdict"]]
     else:
         verdict = doc["accept_rate"].get("verdict")
         head = ["accept-rate"] + ([verdict] if verdict in ("match", "mismatch") else [])

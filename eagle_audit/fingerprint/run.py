@@ -1,0 +1,333 @@
+"""`fingerprint`, end to end: read the trained wiring off the draft's weights.
+
+:func:`infer_wiring` works on a loaded target and a draft (``layers`` / ``accept-rate`` call it for
+``--trainer fingerprint``); :func:`run_fingerprint` adds loading, the claims of the config, the trainer
+conventions and the engine, and the usual findings and fix against the engine for the inferred wiring.
+
+Assumptions, named:
+
+* The draft's step-0 prediction is the signal: the fc/decoder-layer reading of the target states. A
+  draft trained on state s agrees with its target best when fed s; neighbouring boundaries of a deep
+  target can be too alike to separate on a few hundred tokens, and are then reported together.
+* The draft-side flags (``norm_before_fc``, ``fc_norm``, ...) are taken as the declared trainer runs them
+  (the config as written when no trainer is known); the search does not vary them.
+* A draft whose vocabulary holds the target's next token at fewer than ``MIN_COVERAGE`` of the
+  positions (another tokenizer or target: no search is run), or whose best wiring agrees with the target's
+  next token on fewer than ``MIN_TOP1`` of the tokens, or less than ``MIN_GAIN`` above the same draft fed
+  no target information, is not trusted to name any wiring (``REPRESENTATION_MISMATCH``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..conventions import Convention, Wiring, builtin_conventions
+from ..diagnose import (Context, Measured, check_target_fit, diagnose, representation_mismatch,
+                        trained_wiring_differs)
+from ..draft import DraftSpec, read_draft
+from ..errors import AuditError
+from ..fix import plan_fix
+from ..provenance import engine_convention, provenance
+from ..resolution import Resolution, SideWiring, given_side, resolve_trained, side_of
+from ..result import Finding, Fix
+from ..states import State, all_states
+from .result import Agreement, Claim, FingerprintResult, SlotInference
+from .score import Corpus, Scorer, capture_corpus
+from .search import judge, search
+from .suggest import MEASURED
+
+MIN_COVERAGE = 0.5  # the draft vocabulary must hold the target's next token at this share of positions ...
+MIN_TOP1 = 0.2  # ... the best wiring's top-1 agreement must reach this ...
+MIN_GAIN = 0.1  # ... and beat the draft fed no target information by this much
+
+
+@dataclass(frozen=True)
+class FingerprintOptions:
+    """What a fingerprint run starts from. ``trainer`` / ``trained_boundaries`` / ``trained_ids`` name the
+    declared wiring the weights are compared with (as ``layers`` resolves them); ``prompt_ids`` gives token
+    ids directly (library use, tokenizer-less targets)."""
+
+    target: str
+    draft: str
+    engine: str = "sglang"
+    trainer: str | None = None
+    trained_boundaries: str | None = None
+    trained_ids: tuple[int, ...] | None = None
+    prompts: str | None = None
+    max_prompts: int = 8
+    max_tokens: int = 256
+    max_new_tokens: int = 64
+    device: str = "cpu"
+    dtype: str = "auto"
+    use_installed_engine: bool = True
+    resamples: int = 1000
+    prompt_ids: tuple[tuple[int, ...], ...] | None = None
+    command: str | None = None  # the CLI line that reproduces this run (None: library call)
+
+
+@dataclass(frozen=True)
+class Inference:
+    """What the weights say, before any comparison."""
+
+    best: tuple[State, ...]
+    slots: tuple[SlotInference, ...]
+    confidence: str  # "high", "ambiguous", "none"
+    top1: float | None  # None: nothing scored (see reason)
+    logprob: float | None
+    baseline_top1: float | None
+    baseline_logprob: float | None
+    scored_tokens: int
+    coverage: float
+    agreement: Agreement
+    search: dict
+    reason: str  # why "none", else ""
+
+    @property
+    def states(self) -> tuple[State, ...] | None:
+        return None if self.confidence == "none" else self.best
+
+    def consistent(self, states: Sequence[State] | None) -> bool:
+        """``states`` is one of the wirings the weights cannot tell from the best."""
+        return (states is not None and len(states) == len(self.slots)
+                and all(s in sl.candidates for s, sl in zip(states, self.slots)))
+
+
+def continuations(target, prompt_ids: Sequence[Sequence[int]], max_new: int, batch: int = 8) -> list[list[int]]:
+    """Prompt + the target's greedy continuation (``accept-rate``'s batched KV-cached decode, cut at EOS)."""
+    from ..accept.simulate import make_cases
+
+    cases, _ = make_cases(target, prompt_ids, max_new, batch=batch)
+    return [c.ids for c in cases]
+
+
+def prepare_corpus(target, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int = 64,
+                   status: Callable[[str], None] | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> Corpus:
+    """The target's greedy continuations of the prompts, and one teacher-forced pass per sequence
+    capturing every state (reusable for several drafts of the same target)."""
+    say = status or (lambda m: None)
+    cands = all_states(target.info.num_layers)
+    say(f"target generates greedy continuations of {len(prompt_ids)} prompts")
+    seqs = continuations(target, prompt_ids, max_new_tokens)
+    say(f"one teacher-forced pass per sequence capturing {len(cands)} states")
+    return capture_corpus(target, seqs, cands, progress=progress)
+
+
+def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple[str, tuple[State, ...]]], flags,
+                 resamples: int = 1000, status: Callable[[str], None] | None = None,
+                 give_up: bool = True) -> Inference:
+    """Search the wiring the draft (loaded with ``flags``) agrees with best on ``corpus``
+    (:func:`prepare_corpus`), starting from ``starts`` ((name, states) pairs). ``give_up``: stop searching
+    after a sweep whose best wiring still agrees on fewer than ``MIN_TOP1 / 2`` of the tokens (no answer
+    will be given; benchmarks turn it off to time a full search)."""
+    import time
+
+    from ..accept.runtime import load_draft_model
+
+    say = status or (lambda m: None)
+    info = target.info
+    aux = check_target_fit(spec, info)
+    cands = corpus.candidates
+    index = {s: j for j, s in enumerate(cands)}
+    draft = load_draft_model(spec, target, flags)
+    t2 = time.perf_counter()
+    scorer = Scorer(draft, corpus)
+    if scorer.coverage < MIN_COVERAGE:
+        first = next((st for _, st in starts if len(st) == aux), ())
+        return Inference(tuple(first), (), "none", None, None, None, None, scorer.scored, scorer.coverage,
+                         Agreement(cands, (), ()), {"wirings_scored": 0},
+                         f"the draft vocabulary holds the target's next token at only {scorer.coverage:.1%} of the "
+                         f"positions (at least {MIN_COVERAGE:.0%} needed): a draft for another target or tokenizer")
+    start_idx = []
+    for name, states in starts:
+        if len(states) == aux and all(s in index for s in states):
+            start_idx.append((name, tuple(index[s] for s in states)))
+    if not start_idx:  # nothing fits the checkpoint: evenly spread boundaries
+        N = info.num_layers
+        start_idx.append(("spread", tuple(index[State(round((k + 1) * N / (aux + 1)))] for k in range(aux))))
+    say(f"searching {aux} slot(s) x {len(cands)} states from {len(start_idx)} starting wiring(s)")
+    trace = search(scorer, start_idx, len(cands), give_up_below_top1=MIN_TOP1 / 2 if give_up else 0.0, progress=say)
+    t3 = time.perf_counter()
+    judged = judge(scorer, trace, resamples=resamples)
+    base = scorer.baseline()
+    top = scorer.score(trace.best)
+    t4 = time.perf_counter()
+    slots = tuple(SlotInference(j.index, cands[j.best], cands[j.runner_up] if j.runner_up is not None else None,
+                                j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates), j.ambiguous)
+                  for j in judged)
+    reason = ""
+    if top.top1 < MIN_TOP1:
+        reason = f"the best wiring's top-1 agreement {top.top1:.3f} is below {MIN_TOP1}"
+    elif top.top1 - base.top1 < MIN_GAIN:
+        reason = (f"the best wiring's top-1 agreement {top.top1:.3f} is less than {MIN_GAIN} above the draft fed no "
+                  f"target information ({base.top1:.3f})")
+    confidence = "none" if reason else ("ambiguous" if any(s.ambiguous for s in slots) else "high")
+    search_info = {"starts": [{"name": n, "states": [cands[j].label() for j in w], "logprob": v}
+                              for n, w, v in trace.starts],
+                   "sweeps": trace.sweeps, "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
+                   "resamples": resamples, "interval": "99% paired moving-block bootstrap (blocks of 8 scored tokens); states separated by log-prob",
+                   "seconds": {"search": round(t3 - t2, 2), "judge": round(t4 - t3, 2)}}
+    return Inference(tuple(cands[j] for j in trace.best), slots, confidence, top.top1,
+                     top.mean_logprob, base.top1, base.mean_logprob, scorer.scored, scorer.coverage,
+                     Agreement(cands, trace.rows, trace.top1_rows), search_info, reason)
+
+
+def starting_points(spec: DraftSpec, info, declared: Wiring | None, engine: Convention | None
+                    ) -> list[tuple[str, tuple[State, ...]]]:
+    """Every convention's wiring for this draft and target, the declared one and the engine's (deduplicated)."""
+    out: list[tuple[str, tuple[State, ...]]] = []
+    if declared is not None:
+        out.append(("declared", declared.states))
+    convs = list(builtin_conventions("trainer").values()) + list(builtin_conventions("engine").values())
+    if engine is not None:
+        convs.insert(0, engine)
+    for conv in convs:
+        try:
+            w = conv.resolve(spec.config, info.architecture, info.num_layers)
+        except AuditError:
+            continue
+        out.append((f"{conv.kind} {conv.name}", w.states))
+    seen, uniq = set(), []
+    for name, states in out:
+        if states not in seen:
+            seen.add(states)
+            uniq.append((name, states))
+    return uniq
+
+
+def _labels(states) -> str:
+    return "[" + ", ".join(s.label() for s in states) + "]"
+
+
+def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer: Convention | None,
+            served: SideWiring | None) -> tuple[tuple[Claim, ...], tuple[Finding, ...], Fix | None]:
+    """Claims of the config / conventions / engine against the weights; the findings (the usual checks of
+    :func:`eagle_audit.diagnose.diagnose` with the measured wiring as the trained side, plus
+    ``TRAINED_WIRING_DIFFERS`` / ``REPRESENTATION_MISMATCH``) and the fix against the engine."""
+    n = info.num_layers
+    claims = [Claim("declared", declared.states, inf.consistent(declared.states) if inf.states else None,
+                    f"{declared.wiring.convention} ({declared.wiring.ids_source})")]
+    for name, conv in builtin_conventions("trainer").items():
+        try:
+            w = conv.resolve(spec.config, info.architecture, n)
+        except AuditError as e:
+            claims.append(Claim(name, None, None, e.message))
+            continue
+        fits = len(w.states) == len(inf.slots)
+        claims.append(Claim(name, w.states, inf.consistent(w.states) if inf.states and fits else None,
+                            "" if fits else f"{len(w.states)} states; fc takes {len(inf.slots)}"))
+    if served is not None:
+        claims.append(Claim("engine", served.states, inf.consistent(served.states) if inf.states else None,
+                            f"{served.title} feeds this"))
+    evidence = (f"Best wiring {_labels(inf.best)}: top-1 {inf.top1:.3f}, mean log-prob {inf.logprob:.3f}; fed no "
+                f"target information: top-1 {inf.baseline_top1:.3f}, mean log-prob {inf.baseline_logprob:.3f}."
+                if inf.top1 is not None else f"{inf.scored_tokens} positions could be scored.")
+    hint = ""
+    if inf.states:
+        hint = f"--trained-boundaries {','.join(_bound(s) for s in inf.states)}, or --trainer fingerprint"
+    measured = Measured(declared.wiring, tuple(sl.candidates for sl in inf.slots) if inf.states else None,
+                        inf.reason, evidence, hint)
+    trained = declared
+    if inf.states:
+        trained = given_side(Wiring("fingerprint", "trainer", "-", "measured", None, "boundaries", "draft weights",
+                                    tuple(s.boundary for s in inf.states), inf.states), spec, trainer)
+    if served is None:  # the engine has no rule for this target: only the weights' own findings
+        ctx = Context(spec, info, Resolution(trained, trained, info.architecture, n), len(inf.slots), (), measured)
+        return tuple(claims), tuple(representation_mismatch(ctx)) + tuple(trained_wiring_differs(ctx)), None
+    res = Resolution(trained, served, info.architecture, n)
+    _, findings = diagnose(spec, info, res, None, measured)
+    fix = None
+    if inf.states and any(f.severity == "error" and f.code != "TRAINED_WIRING_DIFFERS" for f in findings):
+        fix = plan_fix(res, spec, info.hidden_size)
+    return tuple(claims), findings, fix
+
+
+def _bound(s: State) -> str:
+    return "final" if s.normed else str(s.boundary)
+
+
+def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> FingerprintResult:
+    import time
+
+    from ..prompts import encode, load_prompts
+    from ..target import load_target
+
+    say = status or (lambda m: None)
+    if opts.trainer == MEASURED:
+        raise AuditError(f"trainer: the fingerprint compares the weights with a declared trainer; {MEASURED!r} is the "
+                         "measurement itself (leave the trainer out to use the one the layout implies)")
+    notes: list[str] = []
+    spec = read_draft(opts.draft)
+    engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
+    prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
+    say(f"loading target {opts.target}")
+    target = load_target(opts.target, opts.device, opts.dtype, progress=say)
+    info = target.info
+    check_target_fit(spec, info)
+    declared, trainer = resolve_trained(spec, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
+    try:
+        served = side_of(engine, spec.config, info.architecture, info.num_layers)
+    except AuditError as e:
+        served = None
+        notes.append(f"engine: {e.message}")
+    prompt_ids = ([list(p) for p in opts.prompt_ids] if opts.prompt_ids is not None
+                  else encode(prompts, target.tokenizer, opts.max_tokens))
+    if not prompt_ids or any(len(p) < 2 for p in prompt_ids):
+        raise AuditError("prompts: every prompt needs at least 2 tokens")
+    flags = declared.flags
+    notes.append(f"draft flags as trained: {flags.to_json()}")
+    t0 = time.perf_counter()
+    corpus = prepare_corpus(target, prompt_ids, opts.max_new_tokens, say, progress)
+    t1 = time.perf_counter()
+    inf = infer_wiring(target, spec, corpus, starting_points(spec, info, declared.wiring, engine), flags,
+                       opts.resamples, say)
+    inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
+    claims, findings, fix = compare(inf, spec, info, declared, trainer, served)
+    verdict = "mismatch" if any(f.severity == "error" for f in findings) else "match"
+    prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
+                      num_prompts=len(prompt_ids), tokens=inf.scored_tokens, notes=notes)
+    return FingerprintResult(verdict, inf.confidence, info.to_json(), spec.to_json(), inf.states, inf.best, inf.slots,
+                             inf.top1, inf.logprob, inf.baseline_top1, inf.baseline_logprob, inf.scored_tokens,
+                             inf.coverage, inf.agreement, claims, declared.wiring, served.wiring if served else None,
+                             tuple(findings), fix, inf.search,
+                             prov)
+
+
+def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str | None = None,
+                prompts: str | None = None, prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8,
+                max_tokens: int = 256, max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto",
+                resamples: int = 1000, use_installed_engine: bool = True) -> FingerprintResult:
+    """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids)."""
+    return run_fingerprint(FingerprintOptions(
+        target=target, draft=draft, engine=engine, trainer=trainer, prompts=prompts, max_prompts=max_prompts,
+        max_tokens=max_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
+        max_new_tokens=max_new_tokens, resamples=resamples,
+        prompt_ids=tuple(tuple(p) for p in prompt_ids) if prompt_ids is not None else None))
+
+
+
+def resolve_measured(target, spec: DraftSpec, engine: Convention, notes: list[str],
+                     prompt_ids: Sequence[Sequence[int]], max_new_tokens: int = 64,
+                     status: Callable[[str], None] | None = None) -> Resolution:
+    """Both sides of an audit with the trained side measured on the draft's weights (trainer
+    ``fingerprint``): the wiring the fingerprint infers (for a slot not separated, its best state, said in
+    ``notes``); the draft flags as the config states them (or as the layout's trainer runs them)."""
+    info = target.info
+    declared, _ = resolve_trained(spec, info, [])
+    served = side_of(engine, spec.config, info.architecture, info.num_layers)
+    corpus = prepare_corpus(target, prompt_ids, max_new_tokens, status)
+    inf = infer_wiring(target, spec, corpus, starting_points(spec, info, declared.wiring, engine), declared.flags,
+                       status=status)
+    if inf.states is None:
+        raise AuditError(f"trainer {MEASURED}: no wiring can be read off {spec.path}'s weights for {info.name}: "
+                         f"{inf.reason}", hint="eagle-audit fingerprint shows the evidence (REPRESENTATION_MISMATCH)")
+    amb = [f"slot {sl.index}: {sl.text()}" for sl in inf.slots if sl.ambiguous]
+    notes.append(f"trained states measured on the draft's weights (fingerprint, {inf.scored_tokens} tokens): "
+                 f"{[s.label() for s in inf.states]}, confidence {inf.confidence}"
+                 + (f"; not separated, best taken: {'; '.join(amb)}" if amb else ""))
+    wiring = Wiring(MEASURED, "trainer", "-", "measured", None, "boundaries", "draft weights",
+                    tuple(s.boundary for s in inf.states), inf.states)
+    return Resolution(given_side(wiring, spec, None), served, info.architecture, info.num_layers)
+

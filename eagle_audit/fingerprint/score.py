@@ -1,0 +1,196 @@
+"""Score a candidate wiring: the draft's step-0 prediction, fed those states, against the target's next token.
+
+Text (:func:`capture_corpus`): the prompts and the target's own greedy continuations, one teacher-forced
+target pass per case capturing every state (``B0``..``BN``, ``BN+norm``) and the target's argmax at
+every position. Draft position t reads ``embed(x[t+1])`` and the states at t (as in ``accept-rate``'s
+draft-extend step) and is scored on the target's next token after x[t+1], ``argmax logits[t+1]``:
+
+* ``hit``: the draft's top-1 (mapped to target ids through ``d2t``) equals it;
+* ``logprob``: the draft's log-probability of it (over the draft vocabulary).
+
+Positions whose target token is outside the draft vocabulary are left out (no wiring can predict them).
+
+Why it is cheap (:class:`Scorer`): ``fc`` is linear in the concatenated slots, ``fc(cat(s_1..s_n)) =
+sum_i W_i s_i + b``, so each slot's product with each state is computed once and a wiring's fc output is a
+sum of n precomputed tensors; only the one decoder layer and the head run per wiring. ``fc_norm`` (one
+RMSNorm per chunk) stays inside the per-slot product. ``norm_before_fc`` (one RMSNorm over the whole
+concatenation) scales every slot by the same per-token factor ``rsqrt(sum_i |s_i|^2 / (n H_t) + eps)``,
+computed from per-state squared norms; its weight goes into the per-slot product. Both together (a chunk
+norm after the global one), and an fc the engine skips (``n * H_t == H``), run the exact path instead:
+the draft's own ``project`` on the concatenation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..accept.runtime import Eagle3Draft
+from ..capture import capture
+from ..states import State
+
+
+@dataclass
+class Corpus:
+    """Teacher-forced text, right-padded into one batch (B cases, T = longest case - 1 positions).
+
+    ============  =====================  ==============================================
+    field         shape                  meaning
+    ============  =====================  ==============================================
+    ``states``    S x [B, T, H_t]        every candidate state at positions 0..T-1
+    ``next_ids``  [B, T]                 x[t+1], the token the draft reads at t
+    ``labels``    [B, T]                 the target's argmax at t+1 (its next token)
+    ``valid``     [B, T] bool            t+1 exists in the case
+    ============  =====================  ==============================================
+    """
+
+    candidates: tuple[State, ...]
+    states: list[torch.Tensor]
+    next_ids: torch.Tensor
+    labels: torch.Tensor
+    valid: torch.Tensor
+    tokens: int  # text tokens (all cases, prompt + continuation)
+
+
+@torch.inference_mode()
+def capture_corpus(target, sequences: Sequence[Sequence[int]], candidates: tuple[State, ...], dtype=torch.float32,
+                   progress: Callable[[int, int], None] | None = None) -> Corpus:
+    """One teacher-forced target pass per sequence, capturing ``candidates`` and the target's logits."""
+    dev = target.input_device
+    T = max(len(s) for s in sequences) - 1
+    B = len(sequences)
+    states = [torch.zeros(B, T, target.info.hidden_size, dtype=dtype, device=dev) for _ in candidates]
+    next_ids = torch.zeros(B, T, dtype=torch.long, device=dev)
+    labels = torch.zeros(B, T, dtype=torch.long, device=dev)
+    valid = torch.zeros(B, T, dtype=torch.bool, device=dev)
+    box: dict = {}
+    for b, seq in enumerate(sequences):
+        ids = torch.tensor([list(seq)], device=dev)  # [1, L]
+        n = len(seq) - 1
+        with capture(target.stack, candidates, stop_early=False) as store:
+            box["out"] = target.model(input_ids=ids, use_cache=False)
+        argmax = box.pop("out").logits[0].argmax(-1)  # [L]
+        for j, s in enumerate(candidates):
+            states[j][b, :n] = store[s][0, :n].to(dtype)
+        next_ids[b, :n] = ids[0, 1:]
+        labels[b, :n] = argmax[1:]
+        valid[b, :n] = True
+        if progress:
+            progress(b + 1, B)
+    return Corpus(candidates, states, next_ids, labels, valid, sum(len(s) for s in sequences))
+
+
+@dataclass(frozen=True)
+class Score:
+    """Per scored token (draft-vocabulary targets only): top-1 agreement and log-probability."""
+
+    hit: torch.Tensor  # [M] float 0/1, on the CPU
+    logprob: torch.Tensor  # [M] float
+
+    @property
+    def top1(self) -> float:
+        return float(self.hit.mean()) if self.hit.numel() else 0.0
+
+    @property
+    def mean_logprob(self) -> float:
+        return float(self.logprob.mean()) if self.logprob.numel() else float("-inf")
+
+
+class Scorer:
+    """Scores wirings (tuples of indices into ``corpus.candidates``) for one draft, caching each result."""
+
+    def __init__(self, draft: Eagle3Draft, corpus: Corpus, chunk_tokens: int = 4096):
+        self.draft, self.corpus = draft, corpus
+        a = draft.arch
+        self.n, self.Ht = a.num_aux, a.target_hidden_size
+        w = draft.fc.weight  # [H, n*H_t]
+        self.dtype, self.dev = w.dtype, w.device
+        self.skip_fc = self.n * self.Ht == a.hidden_size  # the runtime (SGLang) never applies fc then
+        self.linear = not self.skip_fc and not (draft.input_norm is not None and draft.fc_norm is not None)
+        V = draft.embed.shape[0]
+        hot = draft.hot_ids.to(self.dev)
+        t2d = torch.full((max(V, int(hot.max()) + 1),), -1, dtype=torch.long, device=self.dev)
+        t2d[hot] = torch.arange(hot.shape[0], device=self.dev)
+        labels = corpus.labels.to(self.dev)
+        self.label_d = t2d[labels.clamp(max=t2d.shape[0] - 1)]  # [B, T] draft index or -1
+        self.mask = corpus.valid.to(self.dev) & (self.label_d >= 0)  # [B, T]
+        self.scored, self.coverage = int(self.mask.sum()), float(self.mask.sum() / corpus.valid.sum().clamp(min=1))
+        self.batch = max(1, chunk_tokens // max(1, corpus.next_ids.shape[1]))  # cases per draft forward
+        self.cache: dict[tuple[int, ...], Score] = {}
+        self.evaluations = 0
+        self._products: list[list[torch.Tensor]] | None = None
+        self._sq: list[torch.Tensor] | None = None
+        if self.linear:
+            self._precompute()
+
+    @torch.inference_mode()
+    def _precompute(self) -> None:
+        """``products[i][j]`` = slot i's fc block applied to candidate j (after fc_norm / the input-norm
+        weight): [B, T, H]; ``sq[j]`` = per-token squared norm of candidate j (for norm_before_fc)."""
+        d, Ht = self.draft, self.Ht
+        W = d.fc.weight  # [H, n*H_t]
+        self._products = []
+        for i in range(self.n):
+            Wi = W[:, i * Ht:(i + 1) * Ht]
+            row = []
+            for s in self.corpus.states:
+                x = s.to(self.dev, self.dtype)
+                if d.input_norm is not None:
+                    x = x * d.input_norm.weight[i * Ht:(i + 1) * Ht].to(self.dtype)
+                if d.fc_norm is not None:
+                    x = d.fc_norm[i](x)
+                row.append(x @ Wi.T)
+            self._products.append(row)
+        if d.input_norm is not None:
+            self._sq = [s.to(self.dev, torch.float32).pow(2).sum(-1) for s in self.corpus.states]  # [B, T]
+
+    def _projected(self, wiring: tuple[int, ...], rows: slice) -> torch.Tensor:
+        d = self.draft
+        if not self.linear:
+            cat = torch.cat([self.corpus.states[j][rows].to(self.dev, self.dtype) for j in wiring], dim=-1)
+            return d.project(cat)
+        h = sum(self._products[i][j][rows] for i, j in enumerate(wiring))  # [b, T, H]
+        if d.input_norm is not None:
+            ms = sum(self._sq[j][rows] for j in wiring) / (self.n * self.Ht)  # [b, T]
+            h = h * torch.rsqrt(ms + d.input_norm.eps).to(h.dtype)[..., None]
+        if d.fc.bias is not None:
+            h = h + d.fc.bias
+        return h
+
+    @torch.inference_mode()
+    def _run(self, projected_of: Callable[[slice], torch.Tensor]) -> Score:
+        d, c = self.draft, self.corpus
+        B, T = c.next_ids.shape
+        pos = torch.arange(T, device=self.dev)
+        hits, lps = [], []
+        for b0 in range(0, B, self.batch):
+            rows = slice(b0, min(B, b0 + self.batch))
+            out = d(c.next_ids[rows].to(self.dev), projected_of(rows), pos, projected=True)
+            logp = F.log_softmax(out.logits.float(), dim=-1)  # [b, T, V_d]
+            m = self.mask[rows]
+            lab = self.label_d[rows].clamp(min=0)
+            lps.append(logp.gather(-1, lab[..., None])[..., 0][m])
+            hits.append((logp.argmax(-1) == lab)[m].float())
+        self.evaluations += 1
+        return Score(torch.cat(hits).cpu(), torch.cat(lps).cpu())
+
+    def score(self, wiring: tuple[int, ...]) -> Score:
+        wiring = tuple(wiring)
+        if wiring not in self.cache:
+            self.cache[wiring] = self._run(lambda rows: self._projected(wiring, rows))
+        return self.cache[wiring]
+
+    def baseline(self) -> Score:
+        """The draft given no target information (fc output = its bias, or zeros): what the token
+        embedding alone predicts. A wiring that does not beat it carries nothing the draft can use."""
+        H = self.draft.arch.hidden_size
+        B, T = self.corpus.next_ids.shape
+
+        def zeros(rows: slice) -> torch.Tensor:
+            z = torch.zeros(len(range(*rows.indices(B))), T, H, dtype=self.dtype, device=self.dev)
+            return z + self.draft.fc.bias if self.draft.fc.bias is not None else z
+
+        return self._run(zeros)
