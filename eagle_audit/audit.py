@@ -69,13 +69,17 @@ def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], se
 
 def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> LayersResult:
+    prompts = None
+    if not opts.static:  # a bad prompts file fails before the target is loaded
+        from .prompts import load_prompts
+
+        prompts = load_prompts(opts.prompts, opts.max_prompts)
     p = prepare(opts, load_weights=not opts.static, device_map=opts.device_map, status=status)
     draft, engine, target, info, res, trainer, notes = p.draft, p.engine, p.target, p.info, p.resolution, p.trainer, p.notes
     stats, heat, tokens, n_prompts = None, None, 0, 0
     if target is not None:
-        from .prompts import encode, load_prompts
+        from .prompts import encode
 
-        prompts = load_prompts(opts.prompts, opts.max_prompts)
         ids = encode(prompts, target.tokenizer, opts.max_tokens)
         n_prompts = len(ids)
         if status:

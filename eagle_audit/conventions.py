@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import expr
-from .errors import BadConvention, UnknownArchitecture, UnknownConvention
+from .errors import BadConvention, UnknownArchitecture, UnknownConvention, shown
 from .jsonfile import read_json_object
 from .states import State
 
@@ -425,8 +425,68 @@ def _req(data: Mapping, key: str, where: str) -> Any:
     return data[key]
 
 
+def _check_types(data: Mapping[str, Any], where: str) -> None:
+    """Refuse wrong JSON types in a convention file before anything reads it (one line naming the key)."""
+
+    def bad(key: str, want: str, value: Any) -> BadConvention:
+        return BadConvention(f"{where}: {key} must be {want}, got {shown(value)}")
+
+    def strings(key: str, value: Any) -> None:
+        if not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise bad(key, "a list of strings", value)
+
+    for key in ("name", "kind", "title", "source", "fallback_rule", "order", "generated_by"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise bad(key, "a string", data[key])
+    if data.get("version") is not None and not isinstance(data["version"], (str, int, float)):
+        raise bad("version", "a string", data["version"])
+    for key in ("ids_from", "notes"):
+        if key in data:
+            strings(key, data[key])
+    for key in ("rules", "architectures", "unsupported", "draft_flags"):
+        if key in data and not isinstance(data[key], dict):
+            raise bad(key, "a JSON object", data[key])
+    for key in ("architectures", "unsupported"):
+        for k, v in (data.get(key) or {}).items():
+            if not isinstance(v, str):
+                raise bad(f"{key}.{k}", "a string", v)
+    for name, rule in (data.get("rules") or {}).items():
+        rw = f"rules.{name}"
+        if not isinstance(rule, dict):
+            raise bad(rw, "a JSON object", rule)
+        for key in ("default_ids", "min_capture", "max_capture", "source"):
+            if key in rule and not isinstance(rule[key], str):
+                raise bad(f"{rw}.{key}", "a string (an expression)" if key != "source" else "a string", rule[key])
+        if "default_shift" in rule and not (isinstance(rule["default_shift"], int) and not isinstance(rule["default_shift"], bool)
+                                            and abs(rule["default_shift"]) <= 1000):
+            raise bad(f"{rw}.default_shift", "an integer", rule["default_shift"])
+        cases = rule.get("explicit", [])
+        if not isinstance(cases, list):
+            raise bad(f"{rw}.explicit", "a list of cases", cases)
+        for i, case in enumerate(cases):
+            if not isinstance(case, dict):
+                raise bad(f"{rw}.explicit[{i}]", "a JSON object", case)
+            shift = case.get("shift", 0)
+            if not (isinstance(shift, int) and not isinstance(shift, bool) and abs(shift) <= 1000):
+                raise bad(f"{rw}.explicit[{i}].shift", "an integer", shift)
+            for key in ("when", "source"):
+                if case.get(key) is not None and not isinstance(case[key], str):
+                    raise bad(f"{rw}.explicit[{i}].{key}", "a string", case[key])
+    for name, flag in (data.get("draft_flags") or {}).items():
+        if not isinstance(flag, dict):
+            raise bad(f"draft_flags.{name}", "a JSON object", flag)
+        if "honoured" in flag and not isinstance(flag["honoured"], bool):
+            raise bad(f"draft_flags.{name}.honoured", "true or false", flag["honoured"])
+    aux = data.get("aux_count_from")
+    if aux is not None and not (isinstance(aux, list) and all(isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 64) for v in aux)):
+        raise bad("aux_count_from", "a list of config keys, id places and a final integer", aux)
+    if "fc_skip_when_width_equals_hidden" in data and not isinstance(data["fc_skip_when_width_equals_hidden"], bool):
+        raise bad("fc_skip_when_width_equals_hidden", "true or false", data["fc_skip_when_width_equals_hidden"])
+
+
 def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     where = path
+    _check_types(data, where)
     if data.get("schema") != SCHEMA:
         raise BadConvention(f"{where}: 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
@@ -474,6 +534,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
                 rule.feed(1, probe_n)
         except expr.ExprError as e:
             raise BadConvention(f"{rw}: {e}") from None
+        except (TypeError, ValueError) as e:  # an expression of the wrong kind, e.g. default_ids giving an int
+            raise BadConvention(f"{rw}: an expression gives a value of the wrong kind ({shown(str(e), 80)[1:-1]})") from None
         rules[name] = rule
     archs = dict(data.get("architectures", {}))
     fallback = data.get("fallback_rule")

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import BadCheckpoint, InputNotFound
-from .jsonfile import read_json_object
+from .errors import BadCheckpoint, InputNotFound, shown
+from .jsonfile import loads_bounded, read_json_object
 
 _ST_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
                    "F8_E4M3": 1, "F8_E5M2": 1}
@@ -99,23 +100,34 @@ def read_safetensors_header(path: Path) -> dict[str, dict]:
         (n,) = struct.unpack("<Q", raw)
         if n <= 0 or n > min(size - 8, 100 * 2**20):
             raise BadCheckpoint(f"{path}: corrupt safetensors file (header length {n} does not fit a {size}-byte file)")
-        try:
-            header = json.loads(f.read(n))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise BadCheckpoint(f"{path}: corrupt safetensors file (header is not JSON)") from None
+        text = f.read(n)
+    try:
+        header = loads_bounded(text.decode("utf-8"), f"{path}: corrupt safetensors file: header", BadCheckpoint)
+    except UnicodeDecodeError:
+        raise BadCheckpoint(f"{path}: corrupt safetensors file (header is not JSON: not UTF-8)") from None
+    if not isinstance(header, dict):
+        raise BadCheckpoint(f"{path}: corrupt safetensors file (header is a JSON {type(header).__name__}, not an object)")
     header.pop("__metadata__", None)
     end = 0
     for name, meta in header.items():
-        try:
-            start, stop = meta["data_offsets"]
-            want = _ST_DTYPE_BYTES.get(meta["dtype"], 1)
-            numel = 1
-            for d in meta["shape"]:
-                numel *= d
-        except (KeyError, TypeError, ValueError):
-            raise BadCheckpoint(f"{path}: corrupt safetensors file (bad entry for {name!r})") from None
+        what = f"{path}: corrupt safetensors file (entry {shown(name)}"
+        if not isinstance(meta, dict):
+            raise BadCheckpoint(f"{what} is not an object)")
+        dtype, shape, offsets = meta.get("dtype"), meta.get("shape"), meta.get("data_offsets")
+        if not isinstance(dtype, str) or dtype not in _ST_DTYPE_BYTES:
+            raise BadCheckpoint(f"{what} has an unknown dtype {shown(dtype)}; known: {', '.join(_ST_DTYPE_BYTES)})")
+        if not (isinstance(shape, list) and len(shape) <= 8 and all(_is_int(d) and 0 <= d < 2**40 for d in shape)):
+            raise BadCheckpoint(f"{what} has shape {shown(shape)}; a shape is a list of sizes >= 0)")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(_is_int(o) and o >= 0 for o in offsets)
+                and offsets[0] <= offsets[1]):
+            raise BadCheckpoint(f"{what} has data_offsets {shown(offsets)}; expected [start, end] with 0 <= start <= end)")
+        start, stop = offsets
+        numel = 1
+        for d in shape:
+            numel *= d
+        want = _ST_DTYPE_BYTES[dtype]
         if stop - start != numel * want:
-            raise BadCheckpoint(f"{path}: corrupt safetensors file ({name!r} holds {stop - start} bytes, its shape needs {numel * want})")
+            raise BadCheckpoint(f"{what} holds {stop - start} bytes, its shape needs {numel * want})")
         end = max(end, stop)
     if 8 + n + end > size:
         raise BadCheckpoint(f"{path}: corrupt or truncated safetensors file (data ends at byte {8 + n + end}, file has {size})")
@@ -212,11 +224,18 @@ def _load_ints(directory: Path, name: str) -> list[int] | None:
 def _vocab_map(directory: Path, config: Mapping, shapes: Mapping) -> VocabMap:
     dvs = config.get("draft_vocab_size")
     has_d2t, has_t2d = "d2t" in shapes, "t2d" in shapes
+    for name in ("d2t", "t2d"):
+        if name in shapes and (len(shapes[name]) != 1 or shapes[name][0] == 0):
+            raise BadCheckpoint(f"{directory}: {name} has shape {list(shapes[name])}; the vocabulary map is a non-empty "
+                                "vector")
     if not has_d2t:
         return VocabMap(dvs, False, has_t2d, t2d_len=shapes["t2d"][0] if has_t2d else None)
-    d2t = _load_ints(directory, "d2t") or []
+    try:
+        d2t = _load_ints(directory, "d2t") or []
+        t2d = [bool(v) for v in _load_ints(directory, "t2d")] if has_t2d else None
+    except Exception as e:  # safetensors / torch refuse a corrupt tensor in several ways
+        raise BadCheckpoint(f"{directory}: the vocabulary map (d2t/t2d) cannot be read ({type(e).__name__})") from None
     target = [i + d for i, d in enumerate(d2t)]
-    t2d = [bool(v) for v in _load_ints(directory, "t2d")] if has_t2d else None
     in_t2d = None
     if t2d is not None:
         in_t2d = all(0 <= t < len(t2d) and t2d[t] for t in target)
@@ -225,20 +244,94 @@ def _vocab_map(directory: Path, config: Mapping, shapes: Mapping) -> VocabMap:
                     min_target_id=min(target) if target else None, d2t_in_t2d=in_t2d)
 
 
-def read_draft(path: str) -> DraftSpec:
+_INT_KEYS = ("hidden_size", "num_hidden_layers", "vocab_size", "draft_vocab_size", "target_hidden_size",
+             "num_aux_hidden_states", "intermediate_size", "num_attention_heads", "num_key_value_heads", "head_dim",
+             "max_position_embeddings")
+CANARY_KEY_NAME = "eagle_audit_canary"  # resolution.CANARY_KEY: where train-canary records its wiring
+_DICT_KEYS = ("eagle_config", "speculators_config", "transformer_layer_config", CANARY_KEY_NAME)
+_ID_KEYS = ("eagle_aux_hidden_state_layer_ids", "layer_ids")
+_BOOL_KEYS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual", "use_aux_norm", "use_aux_hidden_state")
+_MAX_INT = 2**31 - 1
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def check_config(config: Mapping[str, Any], where: str) -> None:
+    """Refuse a draft config whose keys have the wrong JSON types, naming the file and key: every key
+    eagle-audit reads, at the top level and in ``eagle_config``, ``transformer_layer_config``,
+    ``speculators_config.verifier`` and the canary record. Unknown keys are left alone."""
+
+    def bad(key: str, want: str, value: Any) -> BadCheckpoint:
+        return BadCheckpoint(f"{where}: {key} must be {want}, got {shown(value)}")
+
+    def check(node: Mapping[str, Any], prefix: str) -> None:
+        for key in _INT_KEYS:
+            v = node.get(key)
+            if v is not None and not (_is_int(v) and 0 < v <= _MAX_INT):
+                raise bad(prefix + key, f"a positive integer (at most {_MAX_INT})", v)
+        for key in _ID_KEYS:
+            v = node.get(key)
+            if v is not None and not (isinstance(v, list) and all(_is_int(i) and abs(i) <= 100_000 for i in v)):
+                raise bad(prefix + key, "a list of integers (or null)", v)
+        for key in _BOOL_KEYS:
+            v = node.get(key)
+            if v is not None and not isinstance(v, bool):
+                raise bad(prefix + key, "true, false or null", v)
+        for key in _DICT_KEYS:
+            v = node.get(key)
+            if v is not None and not isinstance(v, dict):
+                raise bad(prefix + key, "a JSON object", v)
+
+    archs = config.get("architectures")
+    if archs is not None and not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+        raise bad("architectures", "a list of strings", archs)
+    for key in ("speculators_model_type", "model_type"):
+        if config.get(key) is not None and not isinstance(config[key], str):
+            raise bad(key, "a string", config[key])
+    check(config, "")
+    for key in ("eagle_config", "transformer_layer_config"):
+        if isinstance(config.get(key), dict):
+            check(config[key], key + ".")
+    verifier = (config.get("speculators_config") or {}).get("verifier")
+    if verifier is not None:
+        if not isinstance(verifier, dict):
+            raise bad("speculators_config.verifier", "a JSON object", verifier)
+        if verifier.get("name_or_path") is not None and not isinstance(verifier["name_or_path"], str):
+            raise bad("speculators_config.verifier.name_or_path", "a string", verifier["name_or_path"])
+    record = config.get(CANARY_KEY_NAME) or {}
+    tb = record.get("trained_boundaries")
+    if tb is not None and not (isinstance(tb, list) and tb and all(_is_int(b) and 0 <= b <= 100_000 for b in tb)):
+        raise bad(f"{CANARY_KEY_NAME}.trained_boundaries", "a non-empty list of boundaries (integers >= 0)", tb)
+
+
+def _existing_dir(path: str, what: str) -> Path:
     directory = Path(path).expanduser()
     if not directory.exists():
-        raise InputNotFound(f"{path}: no such draft directory")
+        if os.path.lexists(directory) or os.path.islink(directory):
+            raise InputNotFound(f"{path}: a broken symbolic link or a symbolic-link loop, not a {what}")
+        raise InputNotFound(f"{path}: no such {what}")
+    return directory
+
+
+def read_draft(path: str) -> DraftSpec:
+    directory = _existing_dir(path, "draft directory")
     if not directory.is_dir():
         raise BadCheckpoint(f"{path}: a draft is a directory with config.json and weights")
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
         raise BadCheckpoint(f"{cfg_path}: missing (not a draft checkpoint)")
     config = read_json_object(cfg_path, BadCheckpoint, "a draft config")
+    check_config(config, str(cfg_path))
     shapes = _shapes(_weight_files(directory))
     if "fc.weight" not in shapes:
         raise BadCheckpoint(f"{directory}: no fc.weight: not an EAGLE-3 draft (weights: {', '.join(sorted(shapes)[:6])}...)")
-    fc_out, fc_in = shapes["fc.weight"]
+    fc_shape = shapes["fc.weight"]
+    if len(fc_shape) != 2 or min(fc_shape) <= 0:
+        raise BadCheckpoint(f"{directory}: fc.weight has shape {list(fc_shape)}; an EAGLE-3 fc is a non-empty matrix "
+                            "[hidden, n_aux * target_hidden]")
+    fc_out, fc_in = fc_shape
     layout = _layout(config, shapes)
     layer_cfg = config.get("transformer_layer_config") if layout == "speculators" else None
     hidden = (layer_cfg or {}).get("hidden_size") or config.get("hidden_size") or fc_out

@@ -13,12 +13,13 @@ Chat prompts are rendered with the target's chat template (with the generation p
 
 from __future__ import annotations
 
-import json
+import os
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import BadPrompts, InputNotFound
+from .errors import BadPrompts, InputNotFound, shown
+from .jsonfile import loads_bounded
 
 
 @dataclass(frozen=True)
@@ -38,24 +39,46 @@ class Prompt:
 _SHAREGPT_ROLES = {"human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant", "system": "system"}
 
 
+def _text(value, where: str, field: str) -> str:
+    if not isinstance(value, str):
+        raise BadPrompts(f"{where}: {field} must be a string, got {shown(value)}")
+    return value
+
+
 def _from_object(obj: dict, where: str) -> Prompt:
-    if isinstance(obj.get("messages"), list):
-        msgs = tuple((m["role"], m["content"]) for m in obj["messages"])
-        return Prompt(messages=msgs)
-    if isinstance(obj.get("turns"), list) and obj["turns"]:  # MT-bench question.jsonl
-        return Prompt(messages=(("user", str(obj["turns"][0])),))
-    if isinstance(obj.get("conversations"), list):  # ShareGPT
+    if "messages" in obj:
+        msgs = obj["messages"]
+        if not isinstance(msgs, list) or not msgs:
+            raise BadPrompts(f"{where}: messages must be a non-empty list of {{role, content}} objects, got {shown(msgs)}")
+        for i, m in enumerate(msgs):
+            if not isinstance(m, dict) or "role" not in m or "content" not in m:
+                raise BadPrompts(f"{where}: messages[{i}] must be an object with role and content, got {shown(m)}")
+        return Prompt(messages=tuple((_text(m["role"], where, f"messages[{i}].role"),
+                                      _text(m["content"], where, f"messages[{i}].content")) for i, m in enumerate(msgs)))
+    if "turns" in obj:  # MT-bench question.jsonl
+        turns = obj["turns"]
+        if not isinstance(turns, list) or not turns:
+            raise BadPrompts(f"{where}: turns must be a non-empty list of strings, got {shown(turns)}")
+        return Prompt(messages=(("user", _text(turns[0], where, "turns[0]")),))
+    if "conversations" in obj:  # ShareGPT
+        conv = obj["conversations"]
+        if not isinstance(conv, list):
+            raise BadPrompts(f"{where}: conversations must be a list of turns, got {shown(conv)}")
         msgs = []
-        for turn in obj["conversations"]:
-            role = _SHAREGPT_ROLES.get(turn.get("from") or turn.get("role"), "user")
-            msgs.append((role, turn.get("value") or turn.get("content") or ""))
+        for i, turn in enumerate(conv):
+            if not isinstance(turn, dict):
+                raise BadPrompts(f"{where}: conversations[{i}] must be an object, got {shown(turn)}")
+            speaker = turn.get("from") or turn.get("role")
+            role = _SHAREGPT_ROLES.get(speaker, "user") if isinstance(speaker, str) else "user"
+            msgs.append((role, _text(turn.get("value") or turn.get("content") or "", where, f"conversations[{i}].value")))
             if role == "user":
                 break
         if msgs:
             return Prompt(messages=tuple(msgs))
     for key in ("prompt", "text"):
-        if isinstance(obj.get(key), str):
-            return Prompt(messages=(("user", obj[key]),)) if key == "prompt" else Prompt(text=obj[key])
+        if key in obj:
+            value = _text(obj[key], where, key)
+            return Prompt(messages=(("user", value),)) if key == "prompt" else Prompt(text=value)
     raise BadPrompts(f"{where}: no text, prompt, messages, turns or conversations field")
 
 
@@ -66,11 +89,17 @@ def load_prompts(path: str | None = None, limit: int | None = None) -> tuple[Pro
     else:
         p = Path(path)
         if not p.is_file():
+            if p.is_dir():
+                raise BadPrompts(f"{path}: a directory, not a prompts file")
+            if os.path.lexists(p):
+                raise InputNotFound(f"{path}: a broken symbolic link or a symbolic-link loop, not a prompts file")
             raise InputNotFound(f"{path}: no such prompts file")
         try:
-            text = p.read_text()
+            text = p.read_text(encoding="utf-8")
         except UnicodeDecodeError:
-            raise BadPrompts(f"{path}: not a text file") from None
+            raise BadPrompts(f"{path}: not a text file (UTF-8 expected)") from None
+        except OSError as e:
+            raise BadPrompts(f"{path}: cannot be read ({e.strerror or e})") from None
         where = str(path)
     lines = [ln for ln in text.splitlines() if ln.strip()]
     if not lines:
@@ -78,10 +107,7 @@ def load_prompts(path: str | None = None, limit: int | None = None) -> tuple[Pro
     prompts = []
     if lines[0].lstrip().startswith(("{", "[")):
         for i, line in enumerate(lines, 1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise BadPrompts(f"{where}:{i}: not valid JSON ({e.msg})") from None
+            obj = loads_bounded(line, f"{where}:{i}", BadPrompts)
             if not isinstance(obj, dict):
                 raise BadPrompts(f"{where}:{i}: expected a JSON object")
             prompts.append(_from_object(obj, f"{where}:{i}"))

@@ -68,6 +68,8 @@ def config_hash(config) -> str:
 def _resolve_dir(target: str) -> tuple[Path, str | None]:
     """(directory, gguf file name or None) for a target spec; hub ids come from the local cache."""
     p = Path(target).expanduser()
+    if os.path.lexists(p) and not p.exists():
+        raise InputNotFound(f"{target}: a broken symbolic link or a symbolic-link loop")
     if p.suffix == ".gguf":
         if not p.is_file():
             raise InputNotFound(f"{target}: no such GGUF file")
@@ -135,10 +137,14 @@ def read_config(target: str):
             cached = _gguf_cache(directory / gguf_name)
             if (cached / "config.json").is_file():
                 return AutoConfig.from_pretrained(str(cached))
-            return AutoConfig.from_pretrained(str(directory), gguf_file=gguf_name)
+            try:
+                return AutoConfig.from_pretrained(str(directory), gguf_file=gguf_name)
+            except Exception as e:  # the GGUF reader raises many types for a truncated or corrupt file
+                raise BadCheckpoint(f"{target}: cannot be read as a GGUF file ({type(e).__name__}: "
+                                    f"{shown(str(e), 160)[1:-1]})") from None
         return AutoConfig.from_pretrained(str(directory))
-    except (ValueError, KeyError, OSError, json.JSONDecodeError) as e:
-        raise BadCheckpoint(f"{target}: unreadable config ({type(e).__name__}: {e})") from None
+    except (ValueError, KeyError, TypeError, AttributeError, OSError, json.JSONDecodeError, RecursionError) as e:
+        raise BadCheckpoint(f"{target}: unreadable config ({type(e).__name__}: {shown(str(e), 160)[1:-1]})") from None
 
 
 def text_config(config):

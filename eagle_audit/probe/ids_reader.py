@@ -31,6 +31,7 @@ from __future__ import annotations
 import ast
 
 from .results import Site
+from .source import parse_python
 
 KEY = "eagle_aux_hidden_state_layer_ids"
 KEYS = (KEY, "layer_ids", "target_layer_ids", "dspark_target_layer_ids")
@@ -96,7 +97,7 @@ def _reads(fn: ast.FunctionDef) -> list[tuple[int, str]]:
 def read_ids_from(path: str, text: str, function: str | None = None) -> tuple[tuple[str, ...], Site] | None:
     """The places ``function`` (or, when absent, every function of the file) reads the ids from."""
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse_python(text, filename=path)
     except SyntaxError:
         return None
     fns = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
@@ -165,7 +166,7 @@ def read_id_places(path: str, text: str, function: str) -> tuple[tuple[dict, ...
     """The ``ids_from`` entries (dicts: place, shift, empty[, verbatim_model_types]) ``function`` reads, in
     source order, and its site; None when it reads none."""
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse_python(text, filename=path)
     except SyntaxError:
         return None
     fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))

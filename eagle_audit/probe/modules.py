@@ -12,6 +12,7 @@ import ast
 from dataclasses import dataclass, field
 
 from .results import Site
+from .source import parse_python
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,9 +94,9 @@ class ModuleIndex:
         self.skipped: list[str] = []
         for path in sorted(files):
             try:
-                tree = ast.parse(files[path], filename=path)
+                tree = parse_python(files[path], filename=path)
             except SyntaxError as e:
-                self.skipped.append(f"{path}:{e.lineno}: {e.msg}")
+                self.skipped.append(f"{path}:{e.lineno or 1}: {e.msg}")
                 continue
             name = module_name(path)
             classes = {n.name: ClassInfo(n.name, name, path, n) for n in tree.body if isinstance(n, ast.ClassDef)}

@@ -15,7 +15,7 @@ from .architectures import ArchitectureReader
 from .ids_reader import read_id_places, read_ids_from
 from .modules import ModuleIndex
 from .results import ProbeResult, Site
-from .source import BadSource, SourceTree, locate
+from .source import BadSource, SourceTree, locate, parse_python
 
 ENGINE = "sglang"
 IDS_FILE = "spec_aux_hidden_state.py"
@@ -29,7 +29,7 @@ def read_count_error(path: str, text: str) -> tuple[str, str, Site] | None:
     """``AuxHiddenStatePacker.finalize``'s ``raise E(f"captured {self._idx} of {self._num_captures} ...")`` as
     (E, "captured {captured} of {expected} ...", site); None when the file does not have that shape."""
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return None
     for cls in tree.body:
@@ -57,7 +57,7 @@ def read_count_error(path: str, text: str) -> tuple[str, str, Site] | None:
 
 def _literal_version(text: str) -> str | None:
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return None
     for node in tree.body:

@@ -8,10 +8,13 @@ Nothing is imported or executed. Where an engine keeps its model files differs (
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
+import io
 import importlib.util
 import os
 import re
+import tokenize
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +25,30 @@ from ..errors import AuditError, InputNotFound
 
 class BadSource(AuditError):
     """An engine source (folder or wheel) exists but cannot be read."""
+
+
+def parse_python(text: str, filename: str = "<source>") -> ast.Module:
+    """``ast.parse``, with every way a hostile file can fail it raised as SyntaxError (which the probes
+    record as "not parsed" and go on): NUL bytes, nesting deeper than the parser or the stack allow."""
+    try:
+        return ast.parse(text, filename=filename)
+    except SyntaxError:
+        raise
+    except (ValueError, RecursionError, MemoryError) as e:
+        raise SyntaxError(f"cannot be parsed ({type(e).__name__}: {str(e)[:80]})", (filename, 1, 0, "")) from None
+
+
+def decode_python(data: bytes) -> str:
+    """The text of a Python file as the interpreter would read it (a ``coding:`` cookie, else UTF-8); bytes
+    that do not decode become U+FFFD instead of failing the whole probe (the probe reads structure)."""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError:
+        encoding = "utf-8"
+    try:
+        return data.decode(encoding, errors="replace")
+    except LookupError:  # an unknown codec named in the cookie
+        return data.decode("utf-8", errors="replace")
 
 
 @dataclass(frozen=True)
@@ -81,9 +108,9 @@ def _from_folder(root: Path, layout: _Layout, origin: str, kind: str, dist_versi
             rel = full.relative_to(root).as_posix()
             if layout.wanted(rel):
                 try:
-                    files[rel] = full.read_text(encoding="utf-8")
-                except (OSError, UnicodeDecodeError) as e:
-                    raise BadSource(f"{full}: cannot read ({e})") from None
+                    files[rel] = decode_python(full.read_bytes())
+                except OSError as e:
+                    raise BadSource(f"{full}: cannot read ({e.strerror or e})") from None
     tree = layout.tree(origin, kind, files, dist_version)
     if not tree.model_files():
         raise InputNotFound(f"{origin}: {layout.expected()}")
@@ -93,8 +120,8 @@ def _from_folder(root: Path, layout: _Layout, origin: str, kind: str, dist_versi
 def _from_wheel(path: Path, layout: _Layout) -> SourceTree:
     try:
         with zipfile.ZipFile(path) as zf:
-            files = {n: zf.read(n).decode("utf-8") for n in zf.namelist() if layout.wanted(n)}
-    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, EOFError) as e:
+            files = {n: decode_python(zf.read(n)) for n in zf.namelist() if layout.wanted(n)}
+    except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as e:  # zip errors vary
         raise BadSource(f"{path}: not a readable wheel ({e})") from None
     m = re.match(rf"{re.escape(layout.package)}-([^-]+)-", path.name)
     tree = layout.tree(str(path), "wheel", files, m.group(1) if m else None)

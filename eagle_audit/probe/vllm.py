@@ -40,7 +40,7 @@ from .ids_reader import read_id_places, read_ids_from
 from .modules import ClassInfo, ModuleIndex
 from .results import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbedCase, ProbedRule, ProbeResult,
                       Reach, Site)
-from .source import BadSource, SourceTree, locate
+from .source import BadSource, SourceTree, locate, parse_python
 
 PACKAGE = "vllm"
 MODELS = "vllm/model_executor/models/"
@@ -83,7 +83,7 @@ def read_version(src: SourceTree) -> str:
         if not text:
             continue
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except SyntaxError:
             continue
         for node in tree.body:
@@ -106,7 +106,7 @@ def read_ids(src: SourceTree, runner: str) -> tuple[tuple[str, ...] | None, Site
     if text is None:
         return None, None, f"{path}: not in this source"
     try:
-        tree = ast.parse(text, filename=path)
+        tree = parse_python(text, filename=path)
     except SyntaxError as e:
         return None, None, f"{path}:{e.lineno}: {e.msg}"
     fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -304,7 +304,10 @@ class _Prober:
         self.entries = {e[0]: e for e in self.registry()}
 
     def registry(self) -> list[tuple[str, str, str, int]]:
-        tree = ast.parse(self.src.files[REGISTRY], filename=REGISTRY)
+        try:
+            tree = parse_python(self.src.files[REGISTRY], filename=REGISTRY)
+        except SyntaxError as e:  # without its registry nothing of a vLLM source can be probed
+            raise BadSource(f"{self.src.origin}: {REGISTRY}{f':{e.lineno}' if e.lineno else ''}: the model registry cannot be parsed ({e.msg})") from None
         out: dict[str, tuple[str, str, str, int]] = {}
         for node in tree.body:
             value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None

@@ -37,6 +37,11 @@ def as_dict(x: Any) -> dict:
     return dict(x) if isinstance(x, Mapping) else {}
 
 
+def as_list(x: Any) -> list:
+    """``x`` if it is a JSON array, else empty: a result's value of the wrong type is left out, not a crash."""
+    return list(x) if isinstance(x, list) else []
+
+
 def label(state: Any) -> str:
     """A state's label from its JSON form (``{"label": "B3", ...}``) or a plain label string."""
     if isinstance(state, Mapping):
@@ -91,7 +96,7 @@ def accept_view(acc: Mapping) -> AcceptView:
         if isinstance(rates, list) and rates:
             positions.append((str(k), [float(r) if number(r) is not None else float("nan") for r in rates]))
     attribution = []
-    for a in acc.get("attribution") or []:
+    for a in as_list(acc.get("attribution")):
         if isinstance(a, Mapping) and number(a.get("accept_length")) is not None:
             name = f"slot {a.get('slot', '?')}"
             if a.get("served") and a.get("trained"):

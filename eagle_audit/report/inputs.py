@@ -58,7 +58,7 @@ def load_result(path: str | Path) -> dict:
                             hint="write one with: eagle-audit layers --json FILE")
     if not p.is_file():
         raise BadResult(f"{path}: not a file")
-    data = read_json_object(p, BadResult, "a JSON result")
+    data = read_json_object(p, BadResult, "a JSON result", non_finite="null")  # NaN/Infinity: no value
     normalize(data, where=str(path))
     return data
 
@@ -68,6 +68,8 @@ def normalize(data: Any, where: str = "result") -> dict:
     if not isinstance(data, Mapping):
         raise BadResult(f"{where}: expected a JSON object, got {type(data).__name__}")
     schema = data.get("schema")
+    if not isinstance(schema, (str, type(None))):
+        raise BadResult(f"{where}: 'schema' must be a string, got {type(schema).__name__}")
     if schema == REPORT_SCHEMA or (schema is None and ("layers" in data or "accept_rate" in data)):
         layers, accept = data.get("layers"), data.get("accept_rate")
         if layers is None and accept is None:
@@ -137,7 +139,11 @@ def _identity(doc: Mapping[str, Any], side: str) -> tuple[str | None, str | None
     part = doc.get(side)
     if not isinstance(part, Mapping):
         return None, None
-    return part.get("config_sha256"), part.get("name") or part.get("path")
+
+    def text(v: Any) -> str | None:
+        return v if isinstance(v, str) and v else None
+
+    return text(part.get("config_sha256")), text(part.get("name")) or text(part.get("path"))
 
 
 def _same_subject(layers: Mapping[str, Any], accept: Mapping[str, Any]) -> None:

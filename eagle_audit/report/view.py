@@ -14,7 +14,7 @@ from typing import Any, Mapping
 from .. import __version__
 from ..result import CODES
 from . import figures
-from .acceptance import AcceptView, accept_view, as_dict, label, number
+from .acceptance import AcceptView, accept_view, as_dict, as_list, label, number
 from .fingerprint import FingerprintView, fingerprint_view
 from .inputs import normalize
 
@@ -214,7 +214,7 @@ def _fix(raw: Any) -> FixView | None:
     return FixView(engine=str(raw.get("engine", "?")), possible=bool(raw.get("possible")),
                    explanation=str(raw.get("explanation", "")),
                    patch_json=pretty_json(patch) if patch else None, key=raw.get("key"),
-                   ids=raw.get("ids"), resolved=[label(s) for s in raw.get("resolved") or []])
+                   ids=raw.get("ids"), resolved=[label(s) for s in as_list(raw.get("resolved"))])
 
 
 def pretty_json(obj: Any, indent: int = 2, _level: int = 0) -> str:
@@ -234,7 +234,8 @@ def _slot(s: Mapping) -> SlotView:
     if nearest != "-" and ncos is not None:
         nearest += f" ({ncos:.3f})"
     verdict = str(s.get("verdict", "?"))
-    return SlotView(index=int(s.get("index", 0)), trained=label(s.get("trained")), served=label(s.get("served")),
+    index = s.get("index", 0)
+    return SlotView(index=index if isinstance(index, int) and not isinstance(index, bool) else -1, trained=label(s.get("trained")), served=label(s.get("served")),
                     cosine=f"{cos:.3f}" if cos is not None else "-", nearest=nearest, verdict=verdict,
                     css=_verdict_css(verdict))
 
@@ -246,25 +247,26 @@ def _wiring(side: str, raw: Any) -> WiringView | None:
     notes = []
     if raw.get("dropped"):
         notes.append(f"ids never captured (dropped): {raw['dropped']}")
-    if raw.get("ignored_places"):
+    if as_list(raw.get("ignored_places")):
         notes.append(f"ids present but not read from: {', '.join(map(str, raw['ignored_places']))}")
     version = str(raw.get("version") or "")
     return WiringView(side=side, convention=str(raw.get("convention", "?")), version="" if version == "-" else version,
-                      rule=str(raw.get("rule", "")), ids=str(list(ids)) if ids is not None else "-",
+                      rule=str(raw.get("rule", "")), ids=str(ids) if ids is not None else "-",
                       ids_source=str(raw.get("ids_source", "")), case=str(raw.get("case", "")),
-                      states=", ".join(label(s) for s in raw.get("states") or []) or "-", notes=notes)
+                      states=", ".join(label(s) for s in as_list(raw.get("states"))) or "-", notes=notes)
 
 
 def _heatmap(layers: Mapping, slots: list[SlotView]) -> tuple[figures.Heatmap | None, str | None]:
     heat = layers.get("heatmap")
-    if not isinstance(heat, Mapping) or not heat.get("states") or not heat.get("rows"):
+    if (not isinstance(heat, Mapping) or not as_list(heat.get("states")) or not as_list(heat.get("rows"))
+            or not all(isinstance(row, list) for row in heat["rows"])):
         static = as_dict(layers.get("provenance")).get("static")
         why = "--static: no target weights were loaded" if static else "captured without --scan"
         return None, f"No heatmap in this result ({why})."
     states = [str(s) for s in heat["states"]]
     rows = [[number(v) if number(v) is not None else float("nan") for v in row] for row in heat["rows"]]
     by_index = {s.index: s for s in slots}
-    trained_states = [label(s) for s in as_dict(layers.get("trained")).get("states") or []]
+    trained_states = [label(s) for s in as_list(as_dict(layers.get("trained")).get("states"))]
     row_slots = []
     for r in range(len(rows)):
         slot = by_index.get(r)
@@ -327,5 +329,6 @@ def _provenance(title: str, doc: Mapping) -> ProvenanceView:
     for key, value in p.items():  # keys a later result adds are shown, not dropped
         if key not in known and value is not None and not isinstance(value, (dict, list)):
             rows.append(Row(key.replace("_", " "), str(value)))
-    notes = [str(n) for n in p.get("notes") or [] if n]
-    return ProvenanceView(title=title, rows=rows, command=p.get("command"), notes=notes)
+    notes = [str(n) for n in as_list(p.get("notes")) if n]
+    command = p.get("command")
+    return ProvenanceView(title=title, rows=rows, command=str(command) if command is not None else None, notes=notes)
