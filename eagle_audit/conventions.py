@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import expr
-from .errors import BadConvention, UnknownArchitecture, UnknownConvention, shown
+from .errors import AuditError, BadConvention, UnknownArchitecture, UnknownConvention, shown
 from .jsonfile import read_json_object
 from .states import State
 
@@ -440,9 +440,14 @@ def _check_types(data: Mapping[str, Any], where: str) -> None:
             raise bad(key, "a string", data[key])
     if data.get("version") is not None and not isinstance(data["version"], (str, int, float)):
         raise bad("version", "a string", data["version"])
-    for key in ("ids_from", "notes"):
-        if key in data:
-            strings(key, data[key])
+    if "notes" in data:
+        strings("notes", data["notes"])
+    ids_from = data.get("ids_from", [])
+    if not (isinstance(ids_from, list) and all(isinstance(e, (str, dict)) for e in ids_from)):
+        raise bad("ids_from", "a list of place names or {place, ...} objects", ids_from)
+    for i, entry in enumerate(ids_from):
+        if isinstance(entry, dict) and not isinstance(entry.get("place"), str):
+            raise bad(f"ids_from[{i}].place", "a place name", entry.get("place"))
     for key in ("rules", "architectures", "unsupported", "draft_flags"):
         if key in data and not isinstance(data[key], dict):
             raise bad(key, "a JSON object", data[key])
@@ -605,7 +610,13 @@ def load_convention_file(path: str | os.PathLike) -> Convention:
     p = Path(path)
     if not p.is_file():
         raise UnknownConvention(f"{p}: no such convention file")
-    return parse_convention(read_json_object(p, BadConvention, "a convention file"), str(p))
+    data = read_json_object(p, BadConvention, "a convention file")
+    try:
+        return parse_convention(data, str(p))
+    except AuditError:
+        raise
+    except (TypeError, AttributeError, ValueError, KeyError, IndexError) as e:  # a value of a type _check_types misses
+        raise BadConvention(f"{p}: malformed convention file ({type(e).__name__}: {shown(str(e), 100)[1:-1]})") from None
 
 
 def probes_dir() -> Path:

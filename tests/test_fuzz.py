@@ -248,6 +248,11 @@ CASES: dict[str, Callable[[Case], tuple[list[str], int]]] = {
         lambda d: [r.__setitem__("explicit", [{"shift": "1"}]) for r in d["rules"].values()]),
     "convention when divides by 0": convention(
         lambda d: [r.__setitem__("explicit", [{"shift": 1, "when": "N // 0"}]) for r in d["rules"].values()]),
+    "convention ids_from of lists": convention(lambda d: d.__setitem__("ids_from", [["nested"]])),
+    "convention place a list": convention(lambda d: d.__setitem__("ids_from", [{"place": ["nested"]}])),
+    "convention feeds an int": convention(lambda d: [r.__setitem__("feeds", 5) for r in d["rules"].values()]),
+    "convention flag read an int": convention(
+        lambda d: d["draft_flags"].__setitem__(next(iter(d["draft_flags"])), {"read": 5})),
     "convention trainer deep": convention(lambda d: d.__setitem__("notes", [[[[]]]]), kind="trainer"),
     # prompts files
     "prompts messages a string": prompts('{"messages": "hi"}\n'),
