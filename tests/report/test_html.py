@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from eagle_audit.report.render import script_hash
 from eagle_audit.report import merge, render_html
 
 
@@ -93,7 +94,9 @@ def test_page_is_self_contained(demo_result, deep_results, make_accept_rate):
         page = render_html(data)
         # URLs may appear as text (a server's address), never as something to load or follow
         assert not re.search(r"(?i)\b(href|src|action|xmlns|srcset|poster)\s*=", page.replace('href="#fix"', ""))
-        csp = "content=\"default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'\""
+        script = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+        csp = f"content=\"default-src 'none'; style-src 'unsafe-inline'; script-src {script_hash(script)}\""
+        assert csp in page and "'unsafe-inline'" not in csp.split("script-src")[1]  # the script by its hash
         attributes = page.replace('href="#fix"', "").replace(csp, "")
         assert not re.search(r"""=\s*["'][^"']*\b[a-z]+:""", attributes), "a URL in an attribute"
         assert not re.search(r"(?i)<(link|img|iframe|object|embed)\b|@import|\bsrc=", page)

@@ -90,3 +90,56 @@ def test_accept_rate_failure_and_no_verdict(demo_result, make_accept_rate):
     md = render_markdown(acc)
     assert md.startswith("### 📊 eagle-audit: **accept rate**")
     assert "| served | ❌ fails: feeds 4 state(s); the draft's fc takes 3 |" in md
+
+
+HOSTILE = "x\n# injected heading\n- item ``` `b` [link](http://evil) ![img](http://evil/i.png) <img src=x> | _e_ ~~s~~ \\"
+
+
+def test_every_value_is_escaped_in_every_context(demo_result):
+    """A result's values reach the Markdown as inert text wherever they go: prose, a heading, code spans,
+    fences, table cells, the provenance; a convention title cannot add a heading."""
+    doc = json.loads(json.dumps(demo_result))
+    doc["verdict"] = "mismatch\n# v"
+    doc["target"]["name"] = "t` **b** `"
+    doc["draft"]["path"] = HOSTILE
+    doc["findings"][0]["what"] = HOSTILE
+    doc["findings"][0]["code"] = "C` **bold** `"
+    doc["fix"]["engine"] = doc["served"]["convention"] = "e\n# engine heading"
+    doc["provenance"]["engine_rules"]["title"] = "SGLang\n# title heading"
+    doc["provenance"]["command"] = "eagle-audit ```\n# after the fence"
+    doc["provenance"]["notes"] = [HOSTILE]
+    doc["fix"]["patch"] = {"k": "```\n# in the patch"}
+    doc["slots"][0]["trained"] = {"label": "B1` | x"}
+    md = render_markdown(doc)
+    outside, fence = [], None  # the lines outside fenced code blocks
+    for ln in md.splitlines():
+        m = re.match(r"(`{3,})", ln)
+        if fence is None and m:
+            fence = m.group(1)
+        elif fence is not None and ln == fence:
+            fence = None
+        elif fence is None:
+            outside.append(ln)
+    assert fence is None, "a fence is left open"
+    headings = [ln for ln in outside if ln.startswith("#")]
+    assert [h.split(" ")[0] for h in headings] == ["###", "####", "####", "####"], headings
+    starts = ("# injected", "- item", "# v", "# engine", "# title", "# after", "# in the patch")
+    assert not [ln for ln in outside if ln.lstrip().startswith(starts)]  # no value opens a block of its own
+    assert not re.search(r"(?<!\\)\[(link|x|img)\]\(", md)  # no link or image syntax survives
+    prose = re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", "\n".join(outside))  # code spans are literal text
+    assert "<img" not in prose and "](http" not in prose.replace("\\](http", "")
+    assert "```` eagle-audit ```\n# after the fence\n````" not in md  # fenced by a longer fence instead
+    assert "````\neagle-audit ```\n# after the fence\n````" in md
+    assert "`` t` **b** ` ``" in md  # a code span the value cannot close
+    table = [ln for ln in md.splitlines() if ln.startswith("| 0 |")]
+    assert table and len(re.split(r"(?<!\\)\|", table[0])) == 8, table
+
+
+def test_md_text_escapes_block_starts():
+    from eagle_audit.report.render import md_code, md_text
+
+    assert md_text("# h") == "\\# h" and md_text("- x") == "\\- x" and md_text("12. x") == "12\\. x"
+    assert md_text("a\nb") == "a b" and md_text("snake_case_name") == "snake_case_name"
+    assert md_text("_em_") == "\\_em\\_" and md_text("x [a](b)") == "x [a\\](b)" and md_text("[a]: b") == "\\[a\\]: b"
+    assert md_text("[2, N // 2] = [B2]") == "\\[2, N // 2] = [B2]"
+    assert md_code("a`b") == "``a`b``" and md_code("`x`") == "`` `x` ``"
