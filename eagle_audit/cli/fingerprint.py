@@ -9,7 +9,7 @@ import typer
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from .common import (BuiltinRules, Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
                      Target, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge, out,
-                     parse_ints, reporter, write_json)
+                     parse_ints, reporter, write_json, audit_inputs, check_outputs)
 
 
 def fingerprint(
@@ -51,6 +51,8 @@ def fingerprint(
         from ..fingerprint.run import FingerprintOptions, run_fingerprint
 
         target, draft = default_inputs(target, draft)
+        check_outputs(audit_inputs(target, draft, prompts, engine, trainer), files={"--json": json_out},
+                      dirs={"--report": report})
         opts = FingerprintOptions(target=target, draft=draft, engine=engine, trainer=trainer,
                                   trained_boundaries=trained_boundaries,
                                   trained_ids=parse_ints(trained_ids, "--trained-ids"), prompts=prompts,
@@ -66,6 +68,7 @@ def fingerprint(
         if report:
             from ..report import write_reports
 
-            for path in write_reports(result.to_json(), report):
+            for path in write_reports(result.to_json(), report,
+                                      inputs=audit_inputs(target, draft, prompts, engine, trainer)):
                 err.print(f"wrote {path}")
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)
