@@ -15,6 +15,9 @@ from .fingerprint.suggest import suggestion
 from .fix import plan_fix
 from .inputs import AuditInputs, prepare
 from .provenance import provenance
+from .draft import DraftSpec
+from .errors import AuditError
+from .resolution import BLOCKS, Resolution
 from .resolution import CANARY_KEY, TRAINER_BY_LAYOUT, resolve_audit, resolve_trained  # noqa: F401 (re-exported)
 from .result import Heatmap, LayersResult
 from .states import State, all_states
@@ -67,6 +70,50 @@ def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], se
     return stats, heat, tokens
 
 
+SEMANTIC_STEPS = 3
+
+
+def semantics_differ(res: Resolution, draft: DraftSpec, target_hidden: int) -> bool:
+    """Whether the two sides run this draft differently (a norm block, or fc skipped on one side only)."""
+    t, s = res.trained.flags, res.served.flags
+    fc = (t.fc_skip_at_hidden_width != s.fc_skip_at_hidden_width and draft.use_aux_hidden_state
+          and draft.fc_in == draft.hidden_size)
+    return fc or any(getattr(t, b.attr) != getattr(s, b.attr) for b in BLOCKS)
+
+
+def measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: list[list[int]]) -> tuple[float, ...]:
+    """Per draft step, the share of positions where the draft run the engine's way predicts the same token as
+    run the trainer's way: both fed the trained states of the audit prompts, three teacher-forced steps."""
+    import torch
+
+    with torch.inference_mode():
+        return _measure_semantics(target, draft, res, prompts_ids)
+
+
+def _measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: list[list[int]]) -> tuple[float, ...]:
+    import torch
+
+    from .accept.rollout import rollout
+    from .accept.runtime import load_draft_model
+    from .capture import capture_states
+
+    models = [load_draft_model(draft, target, side.flags) for side in (res.trained, res.served)]
+    agree, total = [0] * SEMANTIC_STEPS, [0] * SEMANTIC_STEPS
+    for ids in prompts_ids:
+        if len(ids) < 2:
+            continue
+        caps = capture_states(target, torch.tensor([ids]), res.trained.states)
+        dev = models[0].fc.weight.device
+        aux = torch.cat([caps[st] for st in res.trained.states], dim=-1)[:, :-1].to(dev)  # [1, T, n*H_t]
+        nxt = torch.tensor([ids[1:]], device=dev)  # [1, T]: x[t+1]
+        teacher = torch.cat([nxt, torch.zeros(1, SEMANTIC_STEPS - 1, dtype=nxt.dtype, device=dev)], dim=1)
+        a, b = (rollout(m, nxt, aux, SEMANTIC_STEPS, teacher=teacher) for m in models)
+        for k in range(SEMANTIC_STEPS):
+            agree[k] += int((a.tokens[k] == b.tokens[k]).sum())
+            total[k] += a.tokens[k].numel()
+    return tuple(round(x / max(n, 1), 4) for x, n in zip(agree, total))
+
+
 def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> LayersResult:
     prompts = None
@@ -76,7 +123,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
         prompts = load_prompts(opts.prompts, opts.max_prompts)
     p = prepare(opts, load_weights=not opts.static, device_map=opts.device_map, status=status)
     draft, engine, target, info, res, trainer, notes = p.draft, p.engine, p.target, p.info, p.resolution, p.trainer, p.notes
-    stats, heat, tokens, n_prompts = None, None, 0, 0
+    stats, heat, tokens, n_prompts, agreement = None, None, 0, 0, None
     if target is not None:
         from .prompts import encode
 
@@ -87,7 +134,13 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
         stats, heat, tokens = measure(target, ids, res.trained.states, res.served.states,
                                       res.served.reach or (0, info.num_layers), opts.scan,
                                       progress)
-    slots, findings = diagnose(draft, info, res, stats)
+        if (res.served.wiring.unsupported is None and semantics_differ(res, draft, info.hidden_size)
+                and len(res.trained.states) == draft.aux_count(info.hidden_size)):
+            try:
+                agreement = measure_semantics(target, draft, res, ids)
+            except AuditError as e:
+                notes.append(f"the cost of the draft-semantics difference was not measured: {e.message}")
+    slots, findings = diagnose(draft, info, res, stats, agreement=agreement)
     hint = suggestion(opts.trainer is not None or bool(opts.trained_boundaries), res, p.aux,
                       [s.cosine for s in slots if s.verdict != "ok"])
     if hint:

@@ -33,6 +33,9 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     when it captured another number of states than its capture list holds); and ``feeds``
     (``[{"when": expr over k and N, "what", "source"}]``: capture indices whose tensor is not the residual
     stream B_k, and what it is instead).
+    ``default_explicit`` (true: the default ids are handed to the capture as explicit ids, so the
+    explicit cases apply to them and ``default_shift`` is ignored: a trainer that computes its own
+    default and passes it to an engine).
 ``architectures``
     target architecture -> rule name; ``fallback_rule`` for the rest (``null``: unsupported);
     ``unsupported``: architecture -> why.
@@ -44,11 +47,21 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     first), "or": further top-level keys OR-ed in (SGLang's legacy ``use_aux_norm`` for ``fc_norm``),
     "default_if_present": {top-level key: default used instead when that key is in the config} (vLLM's
     speculators loader sets ``norm_before_residual`` to True when absent)}``.
+    ``semantics`` (only ``norm_output``): ``"carried"`` (true: the normed state is also the hidden
+    carried to the next draft step; the final norm always runs before ``lm_head``: SGLang, vLLM,
+    speculators) or ``"head"`` (true: the final norm runs before ``lm_head`` only, the carried hidden stays
+    pre-norm; false: no final norm at all: SpecForge ``llama3_eagle.py`` ``compute_logits``).
 ``empty_capture``
     ``{"error", "message", "at", "source"}``: the engine's failure when capture is on but nothing is
     captured (an empty id list, or every index out of reach).
 ``fc_skip_when_width_equals_hidden``
-    the engine runs ``fc`` only when the incoming width differs from the draft hidden size.
+    this side runs ``fc`` only when the incoming width differs from the draft hidden size (else: ``fc``
+    always runs on the target's states, never on the draft's own recurrent hidden).
+``rope_scaling``
+    the ``rope_scaling`` types this side applies to the draft's attention (others run as default RoPE).
+``captures_through``
+    ``{"engine", "version", "source"}``: a trainer that captures through an engine's own setter and
+    capture loop, whose rules were derived with ``eagle-audit probe`` on that engine version.
 ``tree_drafts`` (engines)
     ``{"attention": "kv_by_slot"|"exact_ancestor"|null, "source": ...}``: which draft keys a tree node
     attends to (:data:`eagle_audit.accept.tree.TREE_ATTENTION`), or ``null`` when the engine drafts chains
@@ -87,6 +100,8 @@ ID_PLACES: dict[str, tuple[str, ...]] = {
 EAGLE_PLACES = ("nested", "top_level", "nested_layer_ids")
 FLAG_PLACES = ("top_level", "nested")
 DRAFT_FLAGS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
+NORM_OUTPUT_SEMANTICS = ("carried", "head")
+ROPE_TYPES = ("linear", "llama3", "yarn", "dynamic", "mrope", "default")
 
 
 def place_key(place: str) -> str:
@@ -181,6 +196,7 @@ class CaptureRule:
     min_capture: str = "0"
     max_capture: str = "N"
     source: str = ""
+    default_explicit: bool = False
     index_failures: tuple[EngineFailure, ...] = ()
     wraps_negative: bool = False
     count_check: EngineFailure | None = None
@@ -206,6 +222,9 @@ class CaptureRule:
         """Capture indices (= boundaries) for ``ids`` (None: the default), and which case applied."""
         if ids is None:
             base = [int(v) for v in expr.evaluate(self.default_ids, N=num_layers)]
+            if self.default_explicit:
+                case = self.case_for(tuple(base), num_layers)
+                return tuple(v + case.shift for v in base), f"default {self.default_ids} passed as ids, {case.text()}"
             shift = f" then {self.default_shift:+d}" if self.default_shift else ""
             return tuple(v + self.default_shift for v in base), f"default {self.default_ids}{shift}"
         case = self.case_for(ids, num_layers)
@@ -228,6 +247,7 @@ class FlagRule:
     read: tuple[str, ...] = FLAG_PLACES  # places tried in order; the first holding the key wins
     any_of: tuple[str, ...] = ()  # further top-level keys OR-ed in (``getattr(c, "fc_norm", None) or getattr(c, "use_aux_norm", False)``)
     default_if_present: tuple[tuple[str, Any], ...] = ()  # (top-level key, default when the flag is absent)
+    semantics: str | None = None  # norm_output only: "carried" or "head" (see the module docstring)
 
     def value(self, config: Mapping[str, Any], name: str) -> Any:
         """The flag's value as the engine reads it from ``config`` (honoured or not)."""
@@ -325,6 +345,8 @@ class Convention:
         names = sorted(self.architectures)
         return (f"{self.title} {self.version} captures for {len(names)} architecture(s): {', '.join(names)}{others}"
                 if names else f"{self.title} {self.version}: every architecture by rule {self.fallback_rule}")
+    rope_scaling: tuple[str, ...] = ("linear", "llama3", "yarn")
+    captures_through: Mapping[str, str] | None = None
 
     def rule_for(self, architecture: str) -> CaptureRule:
         if architecture in self.unsupported:
@@ -413,8 +435,11 @@ class Convention:
         return rule.value(draft_config, name)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "title": self.title, "version": self.version,
-                "source": self.source, "path": self.path}
+        out = {"name": self.name, "kind": self.kind, "title": self.title, "version": self.version,
+               "source": self.source, "path": self.path}
+        if self.captures_through:
+            out["captures_through"] = dict(self.captures_through)
+        return out
 
 
 # ---------------------------------------------------------------------------- loading
@@ -496,7 +521,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         raise BadConvention(f"{where}: 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
-             "notes", "generated_by", "tree_drafts", "empty_capture"}
+             "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
@@ -512,7 +537,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     for name, r in _req(data, "rules", where).items():
         rw = f"{where}: rules.{name}"
         extra = set(r) - {"default_ids", "default_shift", "explicit", "min_capture", "max_capture", "source",
-                          "index_failures", "wraps_negative", "count_check", "feeds"}
+                          "index_failures", "wraps_negative", "count_check", "feeds", "default_explicit"}
         if extra:
             raise BadConvention(f"{rw}: unknown key(s) {', '.join(sorted(extra))}")
         cases = tuple(ExplicitCase(shift=int(c.get("shift", 0)), when=c.get("when"), source=c.get("source", ""))
@@ -529,7 +554,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
                                                 for f in r.get("index_failures", [])),
                            wraps_negative=bool(r.get("wraps_negative", False)),
                            count_check=_failure(r["count_check"], f"{rw}: count_check") if r.get("count_check") else None,
-                           feeds=tuple(feeds))
+                           feeds=tuple(feeds), default_explicit=bool(r.get("default_explicit", False)))
         try:  # validate every expression once, at load time
             for probe_n in (30, 61):
                 rule.indices(None, probe_n)
@@ -551,12 +576,23 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     for fname, f in data.get("draft_flags", {}).items():
         if fname not in DRAFT_FLAGS:
             raise BadConvention(f"{where}: draft_flags: unknown flag {fname!r} (known: {', '.join(DRAFT_FLAGS)})")
+        semantics = f.get("semantics")
+        if semantics is not None and (fname != "norm_output" or semantics not in NORM_OUTPUT_SEMANTICS):
+            raise BadConvention(f"{where}: draft_flags.{fname}.semantics: only norm_output takes one of "
+                                f"{', '.join(NORM_OUTPUT_SEMANTICS)}, got {semantics!r}")
         read = tuple(f.get("read", FLAG_PLACES))
         if not read or set(read) - set(FLAG_PLACES):
             raise BadConvention(f"{where}: draft_flags.{fname}.read: places are {', '.join(FLAG_PLACES)}, got {list(read)}")
         flags[fname] = FlagRule(honoured=bool(f.get("honoured", True)), default=f.get("default", False), read=read,
                                 any_of=tuple(f.get("or", ())),
-                                default_if_present=tuple(dict(f.get("default_if_present", {})).items()))
+                                default_if_present=tuple(dict(f.get("default_if_present", {})).items()),
+                                semantics=semantics)
+    rope = tuple(data.get("rope_scaling", ("linear", "llama3", "yarn")))
+    if not set(rope) <= set(ROPE_TYPES):
+        raise BadConvention(f"{where}: rope_scaling: known types are {', '.join(ROPE_TYPES)}, got {list(rope)}")
+    through = data.get("captures_through")
+    if through is not None and (not isinstance(through, Mapping) or not {"engine", "version"} <= set(through)):
+        raise BadConvention(f"{where}: captures_through must be an object with 'engine' and 'version'")
     return Convention(tree_drafts=_tree_drafts(data.get("tree_drafts"), where),
         name=_req(data, "name", where), kind=kind, title=data.get("title", data["name"]),
         version=str(_req(data, "version", where)), source=_req(data, "source", where), ids_from=ids_from,
@@ -564,7 +600,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         unsupported=dict(data.get("unsupported", {})),
         aux_count_from=tuple(data.get("aux_count_from", ("num_aux_hidden_states", "nested", "top_level", 3))),
         draft_flags=flags, fc_skip_when_width_equals_hidden=bool(data.get("fc_skip_when_width_equals_hidden", False)),
-        notes=tuple(data.get("notes", ())), path=path, id_reads=id_reads,
+        notes=tuple(data.get("notes", ())), path=path, id_reads=id_reads, rope_scaling=rope,
+        captures_through=dict(through) if through else None,
         empty_capture=_failure(data["empty_capture"], f"{where}: empty_capture") if data.get("empty_capture") else None)
 
 

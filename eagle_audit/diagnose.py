@@ -16,7 +16,7 @@ from typing import Callable, Iterable
 from .conventions import DRAFT_FLAGS, Wiring, place_key
 from .draft import DraftSpec
 from .errors import BadCheckpoint
-from .resolution import Resolution, SideWiring
+from .resolution import BLOCKS, Resolution, SideWiring
 from .result import Finding, Slot
 from .states import State
 from .target import TargetInfo
@@ -94,6 +94,16 @@ class Context:
     aux: int
     slots: tuple[Slot, ...]
     measured: Measured | None = None
+    agreement: tuple[float, ...] | None = None  # per draft step: served-semantics top-1 == trained-semantics top-1
+
+    def semantic_cost(self) -> str:
+        """The measured cost of the draft-semantics differences, for the findings that name them."""
+        if not self.agreement:
+            return ""
+        steps = " / ".join(f"{a:.0%}" for a in self.agreement)
+        return (f" Measured on the audit prompts (all semantic differences together, trained states fed): the "
+                f"draft run the engine's way predicts the same token as run the training way on {steps} of positions "
+                f"at draft steps {' / '.join(map(str, range(len(self.agreement))))}.")
 
     @property
     def trained(self) -> SideWiring:
@@ -151,8 +161,12 @@ DRAFT_ONLY: list[Check] = []
 
 
 def diagnose(draft: DraftSpec, target: TargetInfo, res: Resolution, stats: dict[int, SlotStats] | None = None,
-             measured: Measured | None = None) -> tuple[tuple[Slot, ...], tuple[Finding, ...]]:
-    ctx = Context(draft, target, res, check_target_fit(draft, target), make_slots(res, stats), measured)
+             measured: Measured | None = None, agreement: tuple[float, ...] | None = None
+             ) -> tuple[tuple[Slot, ...], tuple[Finding, ...]]:
+    """Slots and findings. ``measured``: the wiring ``fingerprint`` measured on the weights; ``agreement``: per
+    draft step, how often the draft run the engine's way predicts the same token as run the training way
+    (measured by ``layers`` when the two sides' semantics differ)."""
+    ctx = Context(draft, target, res, check_target_fit(draft, target), make_slots(res, stats), measured, agreement)
     checks = CHECKS if res.served.wiring.unsupported is None else [engine_unsupported, *DRAFT_ONLY]
     return ctx.slots, tuple(f for c in checks for f in c(ctx))
 
@@ -329,33 +343,56 @@ def slot_mismatches(ctx: Context) -> Iterable[Finding]:
 
 # ---------------------------------------------------------------------------- draft-side semantics
 
+def _flag_text(draft: DraftSpec, flag: str) -> str:
+    value = draft.flags.get(flag)
+    return f"{flag} = {str(value).lower()}" if value is not None else f"{flag} absent"
+
+
 @check
-def draft_flag_mismatch(ctx: Context) -> Iterable[Finding]:
+def draft_semantics_mismatch(ctx: Context) -> Iterable[Finding]:
+    """NORM_MISMATCH for every block of the draft forward the two sides run differently with this
+    draft's flags (each side's own semantics, declared in its convention)."""
     trained, served = ctx.trained, ctx.served
-    for flag in DRAFT_FLAGS:
-        want, got = trained.flags.value(flag), served.flags.value(flag)
+    for block in BLOCKS:
+        want, got = getattr(trained.flags, block.attr), getattr(served.flags, block.attr)
         if want == got:
             continue
-        honoured = flag in served.implements
+        honoured = block.flag in served.implements
+        setting = served.setting_for(block, trained.flags, ctx.draft.config)
+        if block.flag != "norm_output":  # one meaning on every side
+            what = (f"Draft flag {block.flag}: training used {want}, {ctx.eng} uses {got}"
+                    + ("" if honoured else " (it does not implement this flag)") + f". It differs in {block.where}: "
+                    f"training {block.on if want else block.off}; {ctx.eng} {block.on if got else block.off}.")
+        else:
+            what = (f"Draft flag {block.flag} ({_flag_text(ctx.draft, block.flag)}) means different things on the two "
+                    f"sides. It differs in {block.where}: training {block.on if want else block.off}; {ctx.eng} "
+                    f"{block.on if got else block.off}.")
+        if setting is not None:
+            fix = f"Set {block.flag} = {str(setting).lower()} in config.json."
+        elif honoured or block.flag == "norm_output":
+            fix = (f"No value of {block.flag} makes {ctx.eng} run this block as training did: retrain with the "
+                   "engine's semantics, or serve with an engine that runs it as the trainer does.")
+        else:
+            fix = (f"Serve with an engine that implements {block.flag}, or retrain with {block.flag} = "
+                   f"{str(got).lower()}.")
         yield Finding(
-            "NORM_MISMATCH", "error", None,
-            f"Draft flag {flag}: training used {want}, {ctx.eng} uses {got}"
-            + ("" if honoured else " (it does not implement this flag)") + ".",
-            "A norm applied (or skipped) inside the draft on one side only changes the scale of what fc or the "
-            "decoder layer reads.",
-            f"Set {flag} = {str(want).lower()} in config.json." if honoured else
-            f"Serve with an engine that implements {flag}, or retrain with {flag} = {str(got).lower()}.")
+            "NORM_MISMATCH", "error", None, what + ctx.semantic_cost(),
+            "A norm applied (or skipped) inside the draft on one side only changes the scale of what fc, the "
+            "decoder layer or lm_head reads; the draft's predictions drift from that point on.", fix)
 
 
 @check
 def fc_skipped(ctx: Context) -> Iterable[Finding]:
     d, aux, hidden = ctx.draft, ctx.aux, ctx.target.hidden_size
-    if ctx.served.flags.fc_skip_at_hidden_width and d.use_aux_hidden_state and aux * hidden == d.hidden_size:
+    skips = ctx.served.flags.fc_skip_at_hidden_width and not ctx.trained.flags.fc_skip_at_hidden_width
+    if skips and d.use_aux_hidden_state and aux * hidden == d.hidden_size:
         yield Finding(
             "FC_SKIPPED", "error", None,
             f"{aux} aux state(s) x {hidden} = {d.hidden_size}, the draft hidden size: {ctx.eng} runs fc only "
-            "when the incoming width differs from the draft hidden size, so fc is never applied.",
-            "The trained fc weights are unused: the raw target state enters the decoder layer unprojected.",
+            "when the incoming width differs from the draft hidden size, so fc is never applied." + ctx.semantic_cost(),
+            "Training applied fc; serving feeds the raw target state into the decoder layer unprojected, so the "
+            "trained fc weights are unused (`eagle-audit accept-rate` measures what it costs: its trained accept "
+            "length runs fc, its served one does not).",
             "Train with a different aux count, or give the draft a hidden size different from n_aux x target hidden.")
 
 

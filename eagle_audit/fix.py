@@ -6,9 +6,9 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from .conventions import DRAFT_FLAGS, ID_PLACES, place_key
+from .conventions import ID_PLACES, place_key
 from .draft import DraftSpec
-from .resolution import Resolution
+from .resolution import BLOCKS, Resolution
 from .result import Fix
 from .states import State
 
@@ -65,19 +65,30 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
         return Fix(eng_name, False, f"{name} collapses duplicate states; training fed one state twice.")
 
     extra: dict = {}
-    # flags the engine honours but reads with a different value than training used
-    for flag in DRAFT_FLAGS:
-        want = trained_side.flags.value(flag)
-        if flag in engine.implements and engine.flags.value(flag) != want:
-            extra[flag] = want
-        elif flag not in engine.implements and want:
-            return Fix(eng_name, False, f"{name} does not implement the draft flag {flag}, which training used; no "
-                       f"config makes it apply it. Serve with an engine that implements {flag}, or retrain without it.")
+    # draft flags the engine runs differently from training: the value that makes it run them as trained
+    for block in BLOCKS:
+        if getattr(trained_side.flags, block.attr) == getattr(engine.flags, block.attr) or block.flag in extra:
+            continue
+        setting = engine.setting_for(block, trained_side.flags, draft.config)
+        if setting is not None:
+            extra[block.flag] = setting
+        elif block.flag not in engine.implements and block.flag != "norm_output":
+            return Fix(eng_name, False, f"{name} does not implement the draft flag {block.flag}, which training used; "
+                       f"no config makes it apply it. Serve with an engine that implements {block.flag}, or retrain "
+                       "without it.")
+        else:
+            return Fix(eng_name, False, f"{name} runs {block.where} differently from training whatever {block.flag} "
+                       f"says (training {block.on if getattr(trained_side.flags, block.attr) else block.off}; {name} "
+                       f"{block.on if getattr(engine.flags, block.attr) else block.off}); no config changes that.")
     if draft.target_hidden_size is None and draft.hidden_size != target_hidden:
         extra["target_hidden_size"] = target_hidden
     rule = engine.rule
-    if (not extra and list(engine.states) == list(trained) and not engine.dropped
-            and engine.aux_count == len(trained) and engine.wiring.failure is None and not engine.wiring.not_residual):
+    wiring_right = (list(engine.states) == list(trained) and not engine.dropped and engine.aux_count == len(trained)
+                    and engine.wiring.failure is None and not engine.wiring.not_residual)
+    if wiring_right and extra and "target_hidden_size" not in extra:  # only draft flags to change: ids stay
+        return Fix(eng_name, True, f"{name} already feeds the trained states {[s.label() for s in trained]}; set "
+                   + ", ".join(f"{k} = {v}" for k, v in extra.items()) + ".", dict(extra), None, None, engine.states)
+    if wiring_right and not extra:
         return Fix(eng_name, False, f"{name} already feeds the trained states {[s.label() for s in trained]}; "
                    "the errors found are not in the layer wiring and no config.json change fixes them (see each "
                    "finding).")

@@ -48,6 +48,8 @@ def render_layers(result: LayersResult, console: Console) -> None:
                             border_style="green" if fx.possible else "red"))
     for hint in result.suggestions:
         console.print(f"[dim]hint: {hint}[/]", highlight=False)
+    for note in result.provenance.get("notes") or ():
+        console.print(f"note: {note}", highlight=False, style="dim")
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] "
                   f"({len(result.errors)} error(s), {len(result.findings) - len(result.errors)} warning(s))")

@@ -30,41 +30,79 @@ TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle
 
 @dataclass(frozen=True)
 class DraftFlags:
-    """The draft-side switches, as one side (trainer or engine) runs them.
+    """How one side (trainer or engine) runs the draft: its semantics applied to this draft's flags.
 
+    ``norm_output``: the hidden carried to the next draft step is the normed one. ``head_norm``: the final
+    norm runs before ``lm_head`` (SpecForge 0.2.0 skips it when the config says ``norm_output: false``).
     ``semantics``: ``"sglang"`` (layer 0's residual is the un-normed fc output) or ``"vllm"`` (honours
     ``norm_before_residual``). ``fc_skip_at_hidden_width``: ``fc`` runs only when the incoming width
-    differs from the draft hidden size (SGLang's ``llama_eagle3.py``)."""
+    differs from the draft hidden size (SGLang ``llama_eagle3.py``); otherwise it always runs on the
+    target's states. ``rope_scaling``: the ``rope_scaling`` types this side applies."""
 
     norm_before_fc: bool = False
     fc_norm: bool = False
     norm_output: bool = False
     norm_before_residual: bool = False
     semantics: str = "sglang"
-    fc_skip_at_hidden_width: bool = False
-
-    def value(self, name: str) -> bool:
-        return bool(getattr(self, name))
+    fc_skip_at_hidden_width: bool = True
+    head_norm: bool = True
+    rope_scaling: tuple[str, ...] = ("linear", "llama3", "yarn")
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        out["rope_scaling"] = list(self.rope_scaling)
+        return out
+
+
+@dataclass(frozen=True)
+class Block:
+    """One part of the draft forward a flag switches, and what each value does there."""
+
+    attr: str  # the DraftFlags field
+    flag: str  # the config flag that switches it
+    where: str  # which block or step differs when the two sides disagree
+    on: str
+    off: str
+
+
+#: Every semantic switch of the draft forward, in forward order.
+BLOCKS = (
+    Block("norm_before_fc", "norm_before_fc", "the norm over fc's whole input (every step fed target states)",
+          "normalises fc's whole n x H_t input (input_norm)", "feeds fc the raw concatenated states"),
+    Block("fc_norm", "fc_norm", "the per-slot norms before fc (every step fed target states)",
+          "normalises each slot before fc (fc_norm.i)", "feeds each slot to fc un-normed"),
+    Block("norm_before_residual", "norm_before_residual", "layer 0's residual (every draft step)",
+          "makes layer 0's residual the normed hidden", "keeps layer 0's residual the un-normed hidden"),
+    Block("head_norm", "norm_output", "the final norm before lm_head (every draft step, from step 0)",
+          "applies the final norm before lm_head", "applies no final norm before lm_head"),
+    Block("norm_output", "norm_output", "the hidden carried to the next draft step (draft steps >= 1)",
+          "carries the normed hidden to the next draft step", "carries the pre-norm hidden to the next draft step"),
+)
 
 
 def flags_as_written(draft: DraftSpec) -> DraftFlags:
-    """The flags as the draft config states them (a trainer is not known: assume it honoured them)."""
+    """The flags as the draft config states them, run the SGLang way (the trainer is not known), with
+    ``fc`` always applied to the target's states (every trainer does)."""
     get = lambda name: bool(draft.flags.get(name))  # noqa: E731
     nbr = get("norm_before_residual")
-    return DraftFlags(get("norm_before_fc"), get("fc_norm"), get("norm_output"), nbr, "vllm" if nbr else "sglang")
+    return DraftFlags(get("norm_before_fc"), get("fc_norm"), get("norm_output"), nbr, "vllm" if nbr else "sglang",
+                      fc_skip_at_hidden_width=False)
 
 
 def flags_of(conv: Convention, config: Mapping[str, Any]) -> DraftFlags:
-    """The flags as ``conv`` runs them: honoured flags read from the config (or defaulted), the rest off."""
+    """The flags as ``conv`` runs them: honoured flags read from the config (or defaulted), the rest off,
+    ``norm_output`` read with the side's own semantics."""
     nbr_rule = conv.draft_flags.get("norm_before_residual")
     semantics = "vllm" if nbr_rule is not None and nbr_rule.honoured else "sglang"
-    return DraftFlags(bool(conv.flag("norm_before_fc", config)), bool(conv.flag("fc_norm", config)),
-                      bool(conv.flag("norm_output", config)),
+    out_rule = conv.draft_flags.get("norm_output")
+    norm_output = bool(conv.flag("norm_output", config))
+    if out_rule is not None and out_rule.semantics == "head":
+        carried, head = False, norm_output
+    else:
+        carried, head = norm_output, True
+    return DraftFlags(bool(conv.flag("norm_before_fc", config)), bool(conv.flag("fc_norm", config)), carried,
                       bool(conv.flag("norm_before_residual", config)) if semantics == "vllm" else False, semantics,
-                      conv.fc_skip_when_width_equals_hidden)
+                      conv.fc_skip_when_width_equals_hidden, head, tuple(conv.rope_scaling))
 
 
 @dataclass(frozen=True)
@@ -92,6 +130,22 @@ class SideWiring:
     @property
     def dropped(self) -> tuple[int, ...]:
         return self.wiring.dropped
+
+    def setting_for(self, block: Block, want: DraftFlags, config: Mapping[str, Any]) -> bool | None:
+        """The value of ``block.flag`` in ``config`` after which this side runs every block of that flag
+        as ``want`` does; None when no value does (or the states were given directly)."""
+        if self.convention is None or block.flag not in self.implements:
+            return None
+        place = self.convention.draft_flags[block.flag].read[0]
+        for value in (False, True):
+            if place == "top_level":
+                patched = {**config, block.flag: value}
+            else:
+                patched = {**config, "eagle_config": {**(config.get("eagle_config") or {}), block.flag: value}}
+            got = flags_of(self.convention, patched)
+            if all(getattr(got, b.attr) == getattr(want, b.attr) for b in BLOCKS if b.flag == block.flag):
+                return value
+        return None
 
     def reresolve(self, config: Mapping[str, Any], architecture: str, num_layers: int) -> SideWiring:
         """The same side's rules applied to another config (a candidate fix)."""
@@ -145,7 +199,7 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
     if trained_boundaries is not None and len(trained_boundaries):
         states = (parse_states(trained_boundaries, info.num_layers) if isinstance(trained_boundaries, str)
                   else as_states(trained_boundaries, info.num_layers))
-        conv = get_convention(trainer, "trainer") if trainer else None
+        conv = trainer_convention(trainer, notes) if trainer else None
         notes.append(f"trained states given directly: {[s.label() for s in states]}")
         wiring = Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
                         tuple(s.boundary for s in states), states)
@@ -165,14 +219,29 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
     if trainer is None:
         trainer = TRAINER_BY_LAYOUT[draft.layout]
         notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout")
-    conv = get_convention(trainer, "trainer")
+    conv = trainer_convention(trainer, notes)
     return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids), conv
+
+
+def trainer_convention(name: str, notes: list[str]) -> Convention:
+    """A trainer by name, ``name@version``, or a convention file. A version the built-in convention was not
+    checked against still gets that convention's facts, and ``notes`` says which version's facts were used."""
+    base, _, version = name.partition("@") if not name.endswith(".json") else (name, "", "")
+    conv = get_convention(base, "trainer")
+    if version and version != conv.version:
+        notes.append(f"{conv.title} {version} is not a version eagle-audit knows: used the facts of {conv.title} "
+                     f"{conv.version} ({conv.path})")
+    elif conv.captures_through:
+        through = conv.captures_through
+        notes.append(f"trainer rules: {conv.title} {conv.version}, capturing through {through['engine']} "
+                     f"{through['version']} (rules derived by eagle-audit probe from that engine's source)")
+    return conv
 
 
 def resolve_audit(draft: DraftSpec, info: TargetInfo, engine: Convention, notes: list[str], trainer: str | None = None,
                   trained_boundaries: str | Sequence[State | int] | None = None, trained_ids: tuple[int, ...] | None = None
                   ) -> tuple[Resolution, Convention | None]:
     """Both sides of an audit; also the trainer convention (for provenance), None where none was used."""
+    served = side_of(engine, draft.config, info.architecture, info.num_layers)  # the engine's refusal is said first
     trained, conv = resolve_trained(draft, info, notes, trainer, trained_boundaries, trained_ids)
-    served = side_of(engine, draft.config, info.architecture, info.num_layers)
     return Resolution(trained, served, info.architecture, info.num_layers), conv

@@ -121,7 +121,11 @@ def test_gpt_oss_final_boundary_is_served_verbatim(tiny_targets, make_draft, aud
 
 
 def test_an_id_past_the_loop_is_unreachable_on_llama(tiny_targets, make_draft, audit):
+    # SpecForge 0.2.0 captures through the same SGLang loop: it could not have trained on B8 either
     r = audit(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 7]), static=True)
+    assert codes(r) == ["UNREACHABLE_LAYER", "AUX_COUNT_MISMATCH"] and r.trained.dropped == (8,)
+    # the removed HF backend did train on B8
+    r = audit(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 7]), trainer="specforge-hf", static=True)
     assert r.verdict == "mismatch"
     assert codes(r) == ["UNREACHABLE_LAYER"] and slot_codes(r, "UNREACHABLE_LAYER") == [2]
     assert r.served.dropped == (8,)
@@ -176,10 +180,60 @@ def test_absolute_ids_in_d2t(tiny_targets, make_draft, audit):
 
 
 def test_unsorted_specforge_ids_under_sglang(tiny_targets, make_draft, audit):
+    # SpecForge 0.2.0 captures through SGLang's own loop: layer order on both sides, nothing to find
     r = audit(tiny_targets["llama"], make_draft(nested_ids=[6, 1, 3]), trainer="specforge", static=True)
+    assert r.verdict == "match" and codes(r) == []
+    assert labels(r.trained.states) == labels(r.served.states) == ["B2", "B4", "B7"]
+    # the removed HF-hook backend concatenated in config order
+    r = audit(tiny_targets["llama"], make_draft(nested_ids=[6, 1, 3]), trainer="specforge-hf", static=True)
     assert codes(r) == ["ORDER_MISMATCH"]
     assert labels(r.trained.states) == ["B7", "B2", "B4"] and labels(r.served.states) == ["B2", "B4", "B7"]
     assert not r.fix.possible and "permute the column blocks of fc.weight" in r.fix.explanation
+
+
+def test_deepseek_ids_not_starting_at_1_specforge_under_sglang(tiny_targets, make_draft, audit):
+    # both sides keep DeepSeek ids verbatim unless ids[0] == 1 (SpecForge 0.2.0 captures through SGLang's setter)
+    r = audit(tiny_targets["deepseek_v3"], make_draft(nested_ids=[2, 30, 58]), trainer="specforge", static=True)
+    assert r.verdict == "match" and codes(r) == []
+    assert labels(r.trained.states) == labels(r.served.states) == ["B2", "B30", "B58"]
+
+
+@pytest.mark.parametrize("flag, where", [
+    ("norm_output", "the hidden carried to the next draft step (draft steps >= 1)"),
+    ("norm_before_fc", "the norm over fc's whole input"),
+])
+def test_specforge_norm_flags_served_by_sglang(tiny_targets, make_draft, audit, flag, where):
+    r = audit(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 4], extra={flag: True}), trainer="specforge",
+              static=True)
+    assert codes(r) == ["NORM_MISMATCH"]
+    (f,) = r.findings
+    assert where in f.what
+    if flag == "norm_output":  # SpecForge norms only before lm_head; SGLang carries the normed hidden
+        assert "training carries the pre-norm hidden" in f.what and "carries the normed hidden" in f.what
+        assert f.fix == "Set norm_output = false in config.json." and r.fix.patch["norm_output"] is False
+    else:  # SpecForge has no input_norm: SGLang would apply a norm training never saw
+        assert "training used False, SGLang 0.5.23 uses True" in f.what
+        assert f.fix == "Set norm_before_fc = false in config.json."
+
+
+def test_an_unknown_trainer_version_says_whose_facts_it_used(tiny_targets, make_draft, audit):
+    r = audit(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 4]), trainer="specforge@0.1.0", static=True)
+    assert r.verdict == "match"
+    assert any("SpecForge 0.1.0 is not a version eagle-audit knows: used the facts of SpecForge 0.2.0" in n
+               for n in r.provenance["notes"])
+    r = audit(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 4]), trainer="specforge@0.2.0", static=True)
+    assert any("capturing through sglang 0.5.14" in n for n in r.provenance["notes"])
+
+
+def test_semantic_differences_are_measured_when_the_target_is_loaded(tiny_targets, make_draft, audit):
+    # one aux state whose width is the draft's: trained with fc (speculators applies it), served without (SGLang)
+    r = audit(tiny_targets["llama"], make_draft(n_aux=1, nested_ids=[3]), trained_boundaries="4", trainer="speculators")
+    (f,) = [f for f in r.findings if f.code == "FC_SKIPPED"]
+    assert "Measured on the audit prompts" in f.what and f.what.count("%") == 3
+    assert "at draft steps 0 / 1 / 2" in f.what
+    static = audit(tiny_targets["llama"], make_draft(n_aux=1, nested_ids=[3]), trained_boundaries="4",
+                   trainer="speculators", static=True)
+    assert "Measured" not in [f for f in static.findings if f.code == "FC_SKIPPED"][0].what
 
 
 def test_trained_on_the_post_norm_state(tiny_targets, make_draft, audit):

@@ -72,10 +72,15 @@ def test_same_name_differs_by_kind():
 
 
 @pytest.mark.parametrize("kind, name, arch, n, config, expected", [
-    # SpecForge trains OUT-k: default [1, N//2-1, N-4] -> +1
+    # SpecForge 0.2.0 passes its ids ([1, N//2-1, N-4] by default) to SGLang 0.5.14's setter: its rules
     ("trainer", "specforge", LLAMA, 32, {}, [2, 16, 29]),
+    ("trainer", "specforge", DSV3, 61, {}, [2, 30, 58]),  # its default [1, 29, 57] starts at 1: +1
     ("trainer", "specforge", DSV3, 61, nested([1, 29, 57]), [2, 30, 58]),
-    ("trainer", "specforge", LLAMA, 32, nested([26, 1, 14]), [27, 2, 15]),  # config order is kept
+    ("trainer", "specforge", DSV3, 61, nested([2, 30, 58]), [2, 30, 58]),  # DeepSeek: verbatim unless ids[0] == 1
+    ("trainer", "specforge", LLAMA, 32, nested([26, 1, 14]), [2, 15, 27]),  # SGLang's loop: ascending
+    # the removed HF-hook backend: +1 everywhere, config order
+    ("trainer", "specforge-hf", LLAMA, 32, nested([26, 1, 14]), [27, 2, 15]),
+    ("trainer", "specforge-hf", DSV3, 61, nested([2, 30, 58]), [3, 31, 59]),
     ("trainer", "eagle", LLAMA, 32, nested([7, 8, 9]), [2, 16, 29]),  # hard-coded: ids are never read
     ("trainer", "speculators", LLAMA, 32, top([2, 16, 29]), [2, 16, 29]),
     ("trainer", "speculators", DSV3, 61, {}, [2, 30, 58]),
@@ -169,7 +174,9 @@ def test_sglang_unsupported_and_undeclared_architectures():
     assert "LlamaForCausalLM" in info.value.hint and "sglang.json" in info.value.message
     # trainers and vLLM fall back to their generic rule
     assert get_convention("vllm", "engine").rule_for("FooForCausalLM").name == "in_k"
-    assert get_convention("specforge", "trainer").rule_for("FooForCausalLM").name == "out_k"
+    assert get_convention("specforge-hf", "trainer").rule_for("FooForCausalLM").name == "out_k"
+    with pytest.raises(UnknownArchitecture, match="SpecForge 0.2.0 .* declares no capture rule"):
+        get_convention("specforge", "trainer").rule_for("FooForCausalLM")  # SGLang 0.5.14 has no setter for it
 
 
 def test_aux_count_and_flags():
@@ -184,6 +191,23 @@ def test_aux_count_and_flags():
     assert sglang.flag("norm_before_fc", {}) is False
     assert sglang.flag("norm_before_residual", {"norm_before_residual": True}) is False  # not implemented
     assert vllm.flag("norm_before_residual", {"norm_before_residual": True}) is True
+
+
+def test_each_side_reads_norm_output_with_its_own_semantics():
+    from eagle_audit.resolution import flags_of
+
+    sglang, specforge = get_convention("sglang", "engine"), get_convention("specforge", "trainer")
+    # SGLang: true carries the normed hidden; the final norm always runs before lm_head
+    assert (flags_of(sglang, {"norm_output": True}).norm_output, flags_of(sglang, {"norm_output": True}).head_norm) == (
+        True, True)
+    # SpecForge 0.2.0: absent means true = norm before lm_head only; false = no final norm at all
+    for config, head in (({}, True), ({"norm_output": True}, True), ({"norm_output": False}, False)):
+        f = flags_of(specforge, config)
+        assert (f.norm_output, f.head_norm) == (False, head), config
+    assert flags_of(specforge, {"eagle_config": {"norm_output": False}}).head_norm is True  # read at the top level only
+    f = flags_of(specforge, {"norm_before_fc": True, "norm_before_residual": True})
+    assert not f.norm_before_fc and not f.norm_before_residual and not f.fc_skip_at_hidden_width
+    assert flags_of(sglang, {}).fc_skip_at_hidden_width
 
 
 def test_read_ids_validates_the_config_value():
@@ -230,6 +254,10 @@ def test_a_user_convention_file_resolves(tmp_path):
     ({"draft_flags": {"fc_nrom": {"honoured": True}}}, "draft_flags: unknown flag 'fc_nrom'"),
     ({"tree_drafts": {"attention": "by_parent"}}, "tree_drafts.attention: unknown mode 'by_parent'"),
     ({"tree_drafts": {"mode": "kv_by_slot"}}, "tree_drafts must be"),
+    ({"draft_flags": {"fc_norm": {"semantics": "head"}}}, "only norm_output takes one of carried, head"),
+    ({"draft_flags": {"norm_output": {"read": ["sideways"]}}}, "draft_flags.norm_output.read: places are"),
+    ({"rope_scaling": ["longrope"]}, "rope_scaling: known types are"),
+    ({"captures_through": {"engine": "sglang"}}, "captures_through must be an object with 'engine' and 'version'"),
 ])
 def test_malformed_convention_files_are_rejected_naming_file_and_key(tmp_path, over, message):
     f = tmp_path / "bad.json"

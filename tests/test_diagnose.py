@@ -133,13 +133,17 @@ def test_embedding_in_slot_zero_shifts_the_rest(make_draft):
 
 
 def test_order_mismatch_replaces_per_slot_findings(make_draft):
-    _, findings = run(make_draft(nested_ids=[6, 1, 3]))
+    _, findings = run(make_draft(nested_ids=[6, 1, 3]), trainer="specforge-hf")
     assert [f.code for f in findings] == ["ORDER_MISMATCH"]
     assert "[B7, B2, B4]" in findings[0].what and "[B2, B4, B7]" in findings[0].what
 
 
 def test_unreachable_capture_index(make_draft):
-    slots, findings = run(make_draft(nested_ids=[1, 3, 7]))
+    # SpecForge 0.2.0 captures through the same SGLang loop: id N-1 never reaches a trained state either
+    _, findings = run(make_draft(nested_ids=[1, 3, 7]))
+    assert [(f.code, f.slot) for f in findings] == [("UNREACHABLE_LAYER", 2), ("AUX_COUNT_MISMATCH", None)]
+    assert "The trained wiring (specforge) has 2 states" in findings[1].what
+    slots, findings = run(make_draft(nested_ids=[1, 3, 7]), trainer="specforge-hf")
     assert [(f.code, f.slot) for f in findings] == [("UNREACHABLE_LAYER", 2)]
     assert "Id 7 becomes capture index 8" in findings[0].what and "0..7" in findings[0].what
     assert slots[2].verdict == "missing"
@@ -180,12 +184,12 @@ def test_unimplemented_flag_is_a_norm_mismatch(make_draft):
 
 
 def test_honoured_flag_with_a_different_default(make_draft):
-    # SpecForge and SGLang both implement norm_before_fc; the TensorRT-LLM engine implements no draft flag
+    # the HF-era SpecForge convention and SGLang both implement norm_before_fc; TensorRT-LLM implements no draft flag
     path = make_draft(nested_ids=[1, 3, 4], extra={"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 3, 4],
                                                                       "norm_before_fc": True}})
-    _, findings = run(path)
+    _, findings = run(path, trainer="specforge-hf")
     assert "NORM_MISMATCH" not in by_code(findings)
-    _, findings = run(path, engine="trtllm")
+    _, findings = run(path, engine="trtllm", trainer="specforge-hf")
     (f,) = by_code(findings)["NORM_MISMATCH"]
     assert "norm_before_fc: training used True" in f.what
 

@@ -1,5 +1,7 @@
-"""The one place tests get the engines' real code: SGLang 0.5.23 and vLLM 0.33.0 wheels, fetched once with
-``pip download --no-deps`` into a cache outside the repo, and read (never installed, never committed).
+"""The one place tests get the engines' and trainers' real code: SGLang 0.5.23 (and 0.5.14, which SpecForge 0.2.0
+pins), vLLM 0.33.0, SpecForge 0.2.0 and speculators 0.9.0 wheels, fetched once with ``pip download --no-deps``
+into a cache outside the repo; engines are read (never installed), the pure-Python trainer wheels are installed
+``--no-deps`` into a folder of that cache (:func:`installed`), never into the environment; nothing is committed.
 
 * :func:`fetch_wheel` downloads ``package==version`` into ``$EAGLE_AUDIT_TEST_CACHE/<package>/`` (default
   ``~/.cache/eagle-audit-test``) and reuses it; the calling test skips with pip's last line when the wheel
@@ -36,6 +38,9 @@ VLLM_VERSION = "0.33.0"
 # Triton runs SGLang's draft KV-index kernels on the CPU through its interpreter (TRITON_INTERPRET=1); any
 # recent release does: the kernels use plain tl.load/tl.store/tl.sum
 TRITON_VERSION = "3.9.0"
+SPECFORGE_VERSION = "0.2.0"
+SPECFORGE_SGLANG_VERSION = "0.5.14"  # the SGLang SpecForge 0.2.0 pins and captures through
+SPECULATORS_VERSION = "0.9.0"
 # the exact SGLang file the reference (shared/reference/sglang.md) was read from, whatever the host
 SGLANG_PIP_PLATFORM = ("--platform", "manylinux_2_34_x86_64", "--python-version", "3.11", "--only-binary=:all:")
 
@@ -79,8 +84,35 @@ def fetch_wheel(package: str, version: str, *pip_args: str) -> Path:
     return found[0]
 
 
-def sglang_wheel() -> Path:
-    return fetch_wheel("sglang", SGLANG_VERSION, *SGLANG_PIP_PLATFORM)
+def sglang_wheel(version: str = SGLANG_VERSION) -> Path:
+    return fetch_wheel("sglang", version, *SGLANG_PIP_PLATFORM)
+
+
+def specforge_wheel() -> Path:
+    return fetch_wheel("specforge", SPECFORGE_VERSION)
+
+
+def speculators_wheel() -> Path:
+    return fetch_wheel("speculators", SPECULATORS_VERSION)
+
+
+def installed(*wheels: Path) -> Path:
+    """A folder of the cache holding ``wheels`` installed with ``pip install --no-deps --target`` (once per set
+    of wheels): put it on ``sys.path`` to import their code; the environment is never touched."""
+    folder = cache_root() / "site" / "+".join(sorted(w.stem for w in wheels))
+    done = folder / ".installed"
+    if not done.exists():
+        tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
+        cmd = [sys.executable, "-m", "pip", "install", "--no-deps", "--no-compile", "--target", str(tmp), "--quiet",
+               *map(str, wheels)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            last = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+            pytest.skip(f"cannot install {', '.join(w.name for w in wheels)}: {last[0]}")
+        (tmp / ".installed").write_text("ok\n")
+        if not done.exists():
+            tmp.rename(folder) if not folder.exists() else None
+    return folder
 
 
 def vllm_wheel() -> Path:

@@ -419,7 +419,8 @@ def _init_model(target, arch: DraftArch, used: torch.Tensor, opts: CanaryOptions
             sd["fc.weight"] = fc
     sd.update(vocab_map(used, arch.vocab_size))
     embed = tm.get_input_embeddings().weight.detach().float()
-    return build_draft(arch, DraftFlags(), sd, embed, None, "canary")
+    # trained as every trainer runs it: fc on the target's states even when their width is the draft's
+    return build_draft(arch, DraftFlags(fc_skip_at_hidden_width=False), sd, embed, None, "canary")
 
 
 def _mlp_units(layer: dict[str, torch.Tensor], width: int) -> torch.Tensor | None:

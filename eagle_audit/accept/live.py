@@ -63,7 +63,7 @@ def live_decode(target, draft: Eagle3Draft, prompt: Sequence[int], states: tuple
     out, gains = [root], []
     P = len(prompt)
     ids = torch.tensor([list(prompt[1:]) + [root]], device=dev)  # [1, P]: draft position t reads x[t+1]
-    o = draft(ids, aux_of(caps, states)[None].to(dev), torch.arange(P, device=dev))  # draft prefill
+    o = draft(ids, aux_of(caps, states)[None].to(dev), torch.arange(P, device=dev), from_target=True)  # prefill
     dcache = o.kv
     d1, g1 = int(draft.to_target_ids(o.logits[0, -1].argmax())), o.hidden[:, -1:]
     a = P
@@ -88,7 +88,7 @@ def live_decode(target, draft: Eagle3Draft, prompt: Sequence[int], states: tuple
         gains.append(len(new))
         crop(tcache, a + len(new))
         o = draft(torch.tensor([new], device=dev), aux_of(caps, states)[None, : len(new)].to(dev),
-                  torch.arange(a, a + len(new), device=dev), dcache)  # draft-extend
+                  torch.arange(a, a + len(new), device=dev), dcache, from_target=True)  # draft-extend
         dcache = [_cat(c, n_) for c, n_ in zip(dcache, o.kv)]
         d1, g1 = int(draft.to_target_ids(o.logits[0, -1].argmax())), o.hidden[:, -1:]
         out += new

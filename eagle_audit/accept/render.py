@@ -60,6 +60,8 @@ def render_accept(result: AcceptResult, console: Console) -> None:
         for note in sv.notes:
             if not note.startswith("lifetime:"):
                 console.print(f"  note: {note}", highlight=False, markup=False)
+    for note in result.provenance.get("notes") or ():
+        console.print(f"note: {note}", highlight=False, markup=False, style="dim")
     color = "green" if result.verdict == "match" else "red"
     tr, sv_al = result.al("trained"), result.al("served")
     loss = f"{tr - sv_al:+.3f}" if tr is not None and sv_al is not None else "n/a"

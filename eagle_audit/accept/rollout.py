@@ -36,7 +36,7 @@ def rollout(draft: Eagle3Draft, next_tokens: torch.Tensor, aux: torch.Tensor, st
     B, T = next_tokens.shape
     dev = next_tokens.device
     pos = torch.arange(T, device=dev)
-    out = draft(next_tokens, aux, pos)
+    out = draft(next_tokens, aux, pos, from_target=True)
     prefix = out.kv  # per layer, [batch, kv_heads, T, head_dim]
     diags: list[list] = [[] for _ in prefix]
     tril = torch.ones(T, T, dtype=torch.bool, device=dev).tril()

@@ -160,6 +160,15 @@ class AcceptResult:
         }
 
 
+def _semantics(f: DraftFlags) -> str:
+    """A one-line account of how a side runs the draft."""
+    parts = ["fc only when widths differ" if f.fc_skip_at_hidden_width else "fc always on target states"]
+    parts += [name for name in ("norm_before_fc", "fc_norm", "norm_before_residual") if getattr(f, name)]
+    parts.append("final norm before lm_head" if f.head_norm else "no final norm before lm_head")
+    parts.append("normed hidden carried" if f.norm_output else "pre-norm hidden carried")
+    return ", ".join(parts)
+
+
 def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None) -> AcceptResult:
     say = status or (lambda m: None)
@@ -189,6 +198,11 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     flags = {"trained": res.trained.flags, "served": res.served.flags}
     models = {"trained": load_draft_model(spec, target, flags["trained"])}
     models["served"] = models["trained"] if flags["served"] == flags["trained"] else load_draft_model(spec, target, flags["served"])
+    for side, model in models.items():
+        notes.extend(f"approximated ({side} draft): {n}" for n in model.arch.notes)
+    if flags["served"] != flags["trained"]:
+        notes.append(f"draft semantics differ: trained runs {_semantics(flags['trained'])}; served runs "
+                     f"{_semantics(flags['served'])}")
 
     prompt_ids = ([list(p) for p in opts.prompt_ids] if opts.prompt_ids is not None
                   else encode(prompts, target.tokenizer, opts.max_tokens))

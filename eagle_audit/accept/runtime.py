@@ -1,17 +1,22 @@
-"""A PyTorch EAGLE-3 draft forward with SGLang 0.5.23 semantics (``models/llama_eagle3.py``).
+"""A PyTorch EAGLE-3 draft forward, run with one side's semantics (:class:`DraftFlags`); the default
+is SGLang 0.5.23's (``models/llama_eagle3.py``).
 
-* ``fc`` runs only when the incoming hidden is not draft-width (``hidden.shape[-1] != H``), after the
-  optional ``input_norm`` (``norm_before_fc``: one RMSNorm over n*H_t) and ``fc_norm.{i}`` (per-chunk
-  RMSNorm); the draft's own recurrent hidden (H wide) skips it.
+* ``fc`` runs on the target's states (``from_target``), after the optional ``input_norm``
+  (``norm_before_fc``: one RMSNorm over n*H_t) and ``fc_norm.{i}`` (per-chunk RMSNorm). SGLang skips it
+  when the incoming width equals the draft hidden size (``fc_skip_at_hidden_width``); SpecForge and
+  speculators always apply it. The draft's own recurrent hidden (H wide) never goes through fc.
 * Layer 0 reads ``cat([input_layernorm(embed), hidden_norm(h)])`` (width 2H) with ``residual = h``
   (the fc output, un-normed); vLLM's ``norm_before_residual`` makes the residual the normed h instead.
   Layers >= 1 read H-wide input, ``hidden_norm(h + residual)`` as their pre-attention norm.
 * ``post_attention_layernorm`` is a fused add; then the MLP.
-* Output: ``s = h + residual``; logits = ``lm_head(norm(s))``; the recurrent hidden handed to the next
-  draft step is ``s`` (pre-norm), or ``norm(s)`` with ``norm_output``.
+* Output: ``s = h + residual``; logits = ``lm_head(norm(s))`` (``lm_head(s)`` without ``head_norm``:
+  SpecForge with ``norm_output: false``); the recurrent hidden handed to the next draft step is ``s``
+  (pre-norm), or ``norm(s)`` with ``norm_output``.
 * Vocabulary: target id = draft id + ``d2t[draft id]``; the token embedding is the target's.
-* Positions: draft position t reads ``embed(x[t+1])`` with the target state at t; rope (default type)
-  with the draft config's ``rope_theta``.
+* Positions: draft position t reads ``embed(x[t+1])`` with the target state at t; RoPE with the draft
+  config's ``rope_theta`` and its ``rope_scaling`` (``linear``, ``llama3``, ``yarn`` as SGLang's
+  ``get_rope`` and SpecForge's ``llama3_eagle.py`` compute them) when the side applies that type;
+  anything else runs as default RoPE and says so in :attr:`DraftArch.notes`.
 
 Attention is ``scaled_dot_product_attention`` over ``cat(past keys, new keys)`` with a boolean mask
 (``True`` = may attend); with no past and no mask it is plain causal.
@@ -22,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
+
+import math
 
 import torch
 import torch.nn as nn
@@ -67,20 +74,57 @@ class DraftArch:
     draft_vocab_size: int
     tie_word_embeddings: bool = False
     head_from_target: bool = False  # draft_vocab_size null: the target's lm_head (full vocab) is used
+    rope: RopeScaling | None = None  # None: default RoPE
     notes: tuple[str, ...] = field(default=(), compare=False)
 
 
-def _rope_theta(cfg: Mapping[str, Any]) -> tuple[float, list[str]]:
+@dataclass(frozen=True)
+class RopeScaling:
+    """A ``rope_scaling`` block the runtime applies: ``linear`` (positions / factor), ``llama3`` (per-band
+    frequency division), ``yarn`` (frequency blend + attention scale)."""
+
+    kind: str
+    factor: float = 1.0
+    low_freq_factor: float = 1.0
+    high_freq_factor: float = 4.0
+    original_max_position_embeddings: int = 8192
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float = 1.0
+    mscale_all_dim: float = 0.0
+
+
+#: The rope_scaling types the runtime implements.
+ROPE_IMPLEMENTED = ("linear", "llama3", "yarn")
+
+
+def _rope(cfg: Mapping[str, Any], applied: Sequence[str]) -> tuple[float, RopeScaling | None, list[str]]:
+    """theta and the scaling to apply, from ``rope_parameters`` / ``rope_scaling``; ``applied``: the types
+    the side running the draft applies."""
     notes = []
     params = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
-    theta = cfg.get("rope_theta") or (params.get("rope_theta") if isinstance(params, Mapping) else None) or 10000.0
-    kind = params.get("rope_type", params.get("type", "default")) if isinstance(params, Mapping) else "default"
-    if kind not in (None, "default"):
-        notes.append(f"rope_type {kind!r} is run as default rope (theta {theta})")
-    return float(theta), notes
+    if not isinstance(params, Mapping):
+        params = {}
+    theta = float(cfg.get("rope_theta") or params.get("rope_theta") or 10000.0)
+    kind = params.get("rope_type", params.get("type")) or "default"
+    if kind == "default":
+        return theta, None, notes
+    if kind not in applied:
+        notes.append(f"rope_scaling {kind!r} is not applied by this side: run as default RoPE (theta {theta})")
+        return theta, None, notes
+    if kind not in ROPE_IMPLEMENTED:
+        notes.append(f"rope_scaling {kind!r} is not implemented by the draft runtime: run as default RoPE "
+                     f"(theta {theta}); positions beyond the original context are approximated")
+        return theta, None, notes
+    get = lambda key, default: float(params[key]) if params.get(key) is not None else default  # noqa: E731
+    rope = RopeScaling(kind, get("factor", 1.0), get("low_freq_factor", 1.0), get("high_freq_factor", 4.0),
+                       int(get("original_max_position_embeddings", 8192)), get("beta_fast", 32.0),
+                       get("beta_slow", 1.0), get("mscale", 1.0), get("mscale_all_dim", 0.0))
+    return theta, rope, notes
 
 
-def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int) -> DraftArch:
+def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int,
+                   rope_applied: Sequence[str] = ROPE_IMPLEMENTED) -> DraftArch:
     cfg = dict(spec.config)
     if spec.layout == "speculators" and isinstance(cfg.get("transformer_layer_config"), Mapping):
         cfg = {**cfg, **cfg["transformer_layer_config"]}
@@ -88,7 +132,7 @@ def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int) -> Dr
     Ht = spec.target_hidden_size or target_hidden
     heads = int(cfg.get("num_attention_heads") or max(1, H // 64))
     hd = int(cfg.get("head_dim") or H // heads)
-    theta, notes = _rope_theta(cfg)
+    theta, rope, notes = _rope(cfg, rope_applied)
     dvs = cfg.get("draft_vocab_size")
     return DraftArch(
         hidden_size=H, target_hidden_size=int(Ht), num_aux=max(1, spec.fc_in // int(Ht)), num_layers=spec.num_layers,
@@ -96,7 +140,7 @@ def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int) -> Dr
         intermediate_size=int(cfg.get("intermediate_size") or 4 * H), eps=float(cfg.get("rms_norm_eps") or 1e-6),
         rope_theta=theta, vocab_size=int(cfg.get("vocab_size") or target_vocab),
         draft_vocab_size=int(dvs or target_vocab), tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        head_from_target=dvs is None and "lm_head.weight" not in spec.weight_names, notes=tuple(notes))
+        head_from_target=dvs is None and "lm_head.weight" not in spec.weight_names, rope=rope, notes=tuple(notes))
 
 
 class RMSNorm(nn.Module):
@@ -111,12 +155,53 @@ class RMSNorm(nn.Module):
         return (xf * self.weight.float()).to(x.dtype)
 
 
-def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _yarn_mscale(scale: float, mscale: float = 1.0) -> float:
+    return 1.0 if scale <= 1 else 0.1 * mscale * math.log(scale) + 1.0
+
+
+def inv_freq(head_dim: int, theta: float, rope: RopeScaling | None, device=None) -> tuple[torch.Tensor, float]:
+    """Per-pair inverse frequencies [head_dim/2] and the cos/sin scale, for ``rope``.
+
+    llama3: SpecForge ``LlamaRotaryEmbedding`` / SGLang ``Llama3RotaryEmbedding`` (wavelengths below
+    original/high_freq_factor kept, above original/low_freq_factor divided by ``factor``, smooth in
+    between). yarn: SpecForge ``LlamaYarnRotaryEmbedding`` / SGLang ``YaRNScalingRotaryEmbedding``
+    (frequencies blended over the correction range of beta_fast..beta_slow; cos/sin scaled by
+    mscale(factor, mscale) / mscale(factor, mscale_all_dim), which is SGLang's 0.1 ln(factor) + 1 with the
+    defaults). linear: positions divided by ``factor`` (returned as frequencies divided by it)."""
+    base = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    if rope is None:
+        return base, 1.0
+    if rope.kind == "linear":
+        return base / rope.factor, 1.0
+    if rope.kind == "llama3":
+        orig = rope.original_max_position_embeddings
+        low_wl, high_wl = orig / rope.low_freq_factor, orig / rope.high_freq_factor
+        wl = 2 * math.pi / base
+        if rope.low_freq_factor != rope.high_freq_factor:
+            smooth = (orig / wl - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor)
+        else:
+            smooth = torch.zeros_like(base)
+        mid = (1 - smooth) * base / rope.factor + smooth * base
+        return torch.where(wl < high_wl, base, torch.where(wl > low_wl, base / rope.factor, mid)), 1.0
+    # yarn
+    def corr(rot: float) -> float:
+        return (head_dim * math.log(rope.original_max_position_embeddings / (rot * 2 * math.pi))) / (2 * math.log(theta))
+    low, high = max(math.floor(corr(rope.beta_fast)), 0), min(math.ceil(corr(rope.beta_slow)), head_dim - 1)
+    if low == high:
+        high += 0.001
+    ramp = ((torch.arange(head_dim // 2, dtype=torch.float32, device=device) - low) / (high - low)).clamp(0, 1)
+    extrapolate = 1.0 - ramp
+    freq = (base / rope.factor) * (1 - extrapolate) + base * extrapolate
+    return freq, _yarn_mscale(rope.factor, rope.mscale) / _yarn_mscale(rope.factor, rope.mscale_all_dim)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype,
+                 rope: RopeScaling | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """cos, sin for ``positions`` [batch, pos] -> each [batch, 1, pos, head_dim] (neox / rotate-half)."""
-    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim))
+    inv, scale = inv_freq(head_dim, theta, rope, positions.device)
     ang = positions.float()[..., None] * inv  # [batch, pos, head_dim/2]
     emb = torch.cat([ang, ang], dim=-1)[:, None]  # [batch, 1, pos, head_dim]
-    return emb.cos().to(dtype), emb.sin().to(dtype)
+    return (emb.cos() * scale).to(dtype), (emb.sin() * scale).to(dtype)
 
 
 def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -224,11 +309,18 @@ class Eagle3Draft(nn.Module):
         self.embed: torch.Tensor | None = None  # [vocab, H], the target's
         self.target_head: torch.Tensor | None = None
 
-    def project(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Target features (n*H_t wide) -> draft width; a draft-wide hidden passes unchanged."""
-        if hidden.shape[-1] == self.arch.hidden_size:
+    def project(self, hidden: torch.Tensor, from_target: bool | None = None) -> torch.Tensor:
+        """Target features (n*H_t wide) -> draft width; the draft's own hidden passes unchanged.
+
+        ``from_target``: whether ``hidden`` is the target's states (None: judged by width, which cannot
+        tell them apart when fc's input width equals the draft hidden size; callers that feed target
+        states say so). Target states of draft width skip fc only with ``fc_skip_at_hidden_width``."""
+        width = hidden.shape[-1]
+        if from_target is None:
+            from_target = width != self.arch.hidden_size
+        if not from_target or (width == self.arch.hidden_size and self.flags.fc_skip_at_hidden_width):
             return hidden
-        if hidden.shape[-1] != self.fc.in_features:
+        if width != self.fc.in_features:
             raise BadCheckpoint(f"the draft's fc takes {self.fc.in_features} features, it was fed {hidden.shape[-1]}")
         if self.input_norm is not None:
             hidden = self.input_norm(hidden)
@@ -244,26 +336,27 @@ class Eagle3Draft(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor, positions: torch.Tensor,
                 past: Sequence[KV] | None = None, mask: torch.Tensor | None = None,
-                projected: bool = False) -> DraftOutput:
+                projected: bool = False, from_target: bool | None = None) -> DraftOutput:
         """``input_ids`` [batch, pos] (target ids), ``hidden`` [batch, pos, n*H_t or H], ``positions``
         [batch, pos] or [pos]; ``past`` per layer [batch or 1, kv_heads, keys, head_dim]; ``mask``
         [pos, keys + pos] bool. ``projected``: ``hidden`` is already :meth:`project`'s output [batch, pos, H]
-        (the fingerprint search sums per-slot fc products itself)."""
+        (the fingerprint search sums per-slot fc products itself); ``from_target``: ``hidden`` is the target's
+        states (see :meth:`project`)."""
         if self.embed is None:
             raise RuntimeError("draft embedding not set (load_draft_model sets the target's)")
         if positions.dim() == 1:
             positions = positions[None]
         w = self.fc.weight
         embeds = F.embedding(input_ids, self.embed).to(w.dtype)  # [batch, pos, H]
-        h = hidden.to(w.dtype) if projected else self.project(hidden.to(w.dtype))  # [batch, pos, H]
-        cos, sin = rope_cos_sin(positions, self.arch.head_dim, self.arch.rope_theta, w.dtype)
+        h = hidden.to(w.dtype) if projected else self.project(hidden.to(w.dtype), from_target)  # [batch, pos, H]
+        cos, sin = rope_cos_sin(positions, self.arch.head_dim, self.arch.rope_theta, w.dtype, self.arch.rope)
         residual, kv = None, []
         for i, layer in enumerate(self.layers):
             h, residual, new = layer(embeds, h, residual, cos, sin, past[i] if past else None, mask, self.flags)
             kv.append(new)
         s = h + residual  # [batch, pos, H], pre-norm sum
         normed = self.norm(s)
-        return DraftOutput(self.head(normed), normed if self.flags.norm_output else s, kv)
+        return DraftOutput(self.head(normed if self.flags.head_norm else s), normed if self.flags.norm_output else s, kv)
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return self.hot_ids[draft_ids]
@@ -285,8 +378,10 @@ def _canonical_weight(name: str) -> str:
 
 
 def _optional(arch: DraftArch) -> set[str]:
-    """Weights a checkpoint may omit: layers >= 1 never use ``input_layernorm``."""
-    return {f"layers.{i}.input_layernorm.weight" for i in range(1, arch.num_layers)}
+    """Weights a checkpoint may omit: layers >= 1 never use ``input_layernorm``; ``input_norm`` (norm_before_fc)
+    keeps its initial weight 1 when a checkpoint trained without it is served with the flag on (SGLang loads
+    only the tensors the checkpoint has)."""
+    return {f"layers.{i}.input_layernorm.weight" for i in range(1, arch.num_layers)} | {"input_norm.weight"}
 
 
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
@@ -356,6 +451,6 @@ def load_draft_model(spec: DraftSpec, target, flags: DraftFlags, dtype=torch.flo
     tm = target.model
     embed = tm.get_input_embeddings().weight.detach()
     head = tm.get_output_embeddings().weight.detach() if tm.get_output_embeddings() is not None else embed
-    arch = arch_from_spec(spec, target.info.hidden_size, target.info.vocab_size)
+    arch = arch_from_spec(spec, target.info.hidden_size, target.info.vocab_size, flags.rope_scaling)
     model = build_draft(arch, flags, read_weights(spec.path), embed, head, spec.path, dtype)
     return model.to(embed.device)

@@ -73,7 +73,7 @@ def draft_trees(draft: Eagle3Draft, next_tokens: torch.Tensor, aux: torch.Tensor
     assert B == 1
     k, dev = topk, next_tokens.device
     pos = torch.arange(T, device=dev)
-    out = draft(next_tokens, aux, pos)
+    out = draft(next_tokens, aux, pos, from_target=True)
     prefix = out.kv  # per layer [1, kv_heads, T, head_dim]
     p, idx = torch.softmax(out.logits[0].float(), -1).topk(k, -1)  # [T, k]
     scores, beam_tok = p, draft.to_target_ids(idx)  # [T, k]

@@ -37,9 +37,10 @@ Draft = Annotated[Optional[str], typer.Option(
 Engine = Annotated[str, typer.Option(
     "--engine", "-e", help="Serving engine whose rules apply: sglang, vllm, vllm-v1, trtllm, or a convention .json file.")]
 Trainer = Annotated[Optional[str], typer.Option(
-    "--trainer", help="Training pipeline: specforge, eagle, speculators, speculators-legacy, modelopt, trtllm, or a "
-    "convention .json file; 'fingerprint' measures the trained wiring on the draft's weights (layers, accept-rate). "
-    "Default: inferred from the draft layout.")]
+    "--trainer", help="Training pipeline: specforge (0.2.0), specforge-hf (its removed HF backend), eagle, speculators, "
+    "speculators-legacy, modelopt, trtllm, or a convention .json file; NAME@VERSION names a release (an unknown one "
+    "gets the known version's facts, and the notes say so); 'fingerprint' measures the trained wiring on the draft's "
+    "weights (layers, accept-rate). Default: inferred from the draft layout.")]
 TrainedBoundaries = Annotated[Optional[str], typer.Option(
     "--trained-boundaries", help="The trained states directly, as boundaries: '0,3,31' (0 = embedding output, k = "
     "output of layer k-1, N = last layer pre-norm, 'final' = post-norm).")]

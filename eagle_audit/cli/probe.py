@@ -16,11 +16,14 @@ from .. import outputs
 from .common import check_outputs, err, error_edge
 from ..probe import (DELEGATING_UNRESOLVED, PROBERS, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ProbeResult, builtin_base,
                      probe_engine, to_convention, to_convention_data)
+from ..probe.trainer import DELEGATING_TRAINERS, trainer_convention, trainer_convention_data
 
 
 def probe(
-    engine: Annotated[str, typer.Argument(help=f"Engine whose source to read: {', '.join(PROBERS)}.",
-                                          show_default=False)],
+    engine: Annotated[str, typer.Argument(
+        help=f"Engine whose source to read: {', '.join(PROBERS)}; or a trainer that captures through an engine "
+             f"({', '.join(f'{t.name}: {t.engine} {t.engine_version}' for t in DELEGATING_TRAINERS.values())}), "
+             "whose rules are that engine's.", show_default=False)],
     source: Annotated[Optional[Path], typer.Option(
         "--source", help="A source folder (holding sglang/srt/models/*.py, or a repo with python/sglang) or a "
                          ".whl file. Default: the installed package, found without importing it.",
@@ -44,14 +47,23 @@ def probe(
       eagle-audit probe sglang --source ~/src/sglang --out probes/sglang-probed.json
 
       eagle-audit layers ... --engine probes/sglang-probed.json
+
+      eagle-audit probe specforge --source sglang-0.5.14-cp311-cp311-manylinux_2_34_x86_64.whl --out probes/specforge.json
     """
     with error_edge():
         check_outputs({"source": source}, files={"--out": None if out is None else str(out)})
-        result = probe_engine(engine, source)
-        base = builtin_base(engine)
-        data = to_convention_data(result, base)
+        trainer = DELEGATING_TRAINERS.get(engine)
+        if trainer is not None:
+            result = probe_engine(trainer.engine, source)
+            data = trainer_convention_data(trainer, result)
+            check = lambda: trainer_convention(trainer, result)  # noqa: E731
+        else:
+            result = probe_engine(engine, source)
+            base = builtin_base(engine)
+            data = to_convention_data(result, base)
+            check = lambda: to_convention(result, base)  # noqa: E731
         if out is not None:
-            to_convention(result, base)  # the emitted file must load; raises BadConvention otherwise
+            check()  # the emitted file must load; raises BadConvention otherwise
             text = json.dumps(data, indent=2) + "\n"
             if str(out) == "-":
                 sys.stdout.write(text)

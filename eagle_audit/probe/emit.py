@@ -13,6 +13,8 @@ from collections import Counter
 
 from .. import __version__
 from ..conventions import SCHEMA, Convention, parse_convention
+
+ROPE_DEFAULT = ("linear", "llama3", "yarn")  # Convention.rope_scaling's default
 from .results import DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbeResult
 
 TITLES = {"sglang": "SGLang", "vllm": "vLLM (V2 model runner, default)",
@@ -183,8 +185,11 @@ def to_convention_data(result: ProbeResult, base: Convention | None = None) -> d
         data["aux_count_from"] = list(base.aux_count_from)
         data["draft_flags"] = {k: {"honoured": f.honoured, "default": f.default, "read": list(f.read),
                                    **({"or": list(f.any_of)} if f.any_of else {}),
-                                   **({"default_if_present": dict(f.default_if_present)} if f.default_if_present else {})}
+                                   **({"default_if_present": dict(f.default_if_present)} if f.default_if_present else {}),
+                                   **({"semantics": f.semantics} if f.semantics else {})}
                                for k, f in base.draft_flags.items()}
+        if tuple(base.rope_scaling) != ROPE_DEFAULT:
+            data["rope_scaling"] = list(base.rope_scaling)
         data["fc_skip_when_width_equals_hidden"] = base.fc_skip_when_width_equals_hidden
         if base.empty_capture is not None:
             data["empty_capture"] = base.empty_capture.to_json()
