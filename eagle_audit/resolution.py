@@ -26,6 +26,9 @@ CANARY_KEY = "eagle_audit_canary"
 
 #: The trainer assumed from a draft's layout when neither --trainer nor --trained-boundaries is given.
 TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle": "eagle"}
+#: When the assumed trainer cannot have trained for the target's architecture, the older release assumed instead
+#: (SpecForge 0.2.0 captures only where SGLang 0.5.14 does; its removed HF backend hooked any decoder).
+TRAINER_FALLBACK = {"specforge": "specforge-hf"}
 
 
 @dataclass(frozen=True)
@@ -216,10 +219,16 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         wiring = Wiring("canary", "trainer", "-", "recorded", None, "boundaries", f"{CANARY_KEY}.trained_boundaries",
                         tuple(recorded), states)
         return given_side(wiring, draft, None), None
-    if trainer is None:
+    assumed = trainer is None
+    if assumed:
         trainer = TRAINER_BY_LAYOUT[draft.layout]
         notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout")
     conv = trainer_convention(trainer, notes)
+    if assumed and trainer in TRAINER_FALLBACK and conv.unsupported_reason(info.architecture) is not None:
+        older = get_convention(TRAINER_FALLBACK[trainer], "trainer")
+        notes.append(f"{conv.title} {conv.version} cannot capture for {info.architecture} "
+                     f"({conv.unsupported_reason(info.architecture)}): assumed {older.title} ({older.name}) instead")
+        conv = older
     return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids), conv
 
 
