@@ -28,6 +28,8 @@ from eagle_audit.resolution import flags_of
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 V, DV, T, STEPS = 512, 128, 12, 3
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8, "beta_fast": 32.0, "beta_slow": 1.0,
+        "mscale": 1.0, "mscale_all_dim": 0.0}  # SpecForge's yarn needs every parameter stated
 LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
           "original_max_position_embeddings": 8}
 
@@ -71,6 +73,8 @@ SPECFORGE_CASES = {  # name -> (config attributes, target hidden, draft hidden, 
     "norm_before_residual": ({"norm_before_residual": True}, 32, 32, None),  # not implemented: ignored
     "fc_width_equals_hidden": ({}, 16, 48, None),  # 3 x 16 = 48: fc still applied
     "llama3_rope": ({}, 32, 32, LLAMA3),
+    "yarn_rope": ({}, 32, 32, YARN),
+    "linear_rope": ({}, 32, 32, {"rope_type": "linear", "factor": 4.0}),
 }
 
 
@@ -118,7 +122,7 @@ def test_runtime_under_specforge_semantics_matches_specforge(case, trainers, tmp
     if case == "fc_width_equals_hidden":  # SGLang's width rule would skip fc here: a different draft
         skipping, _ = _ours(tmp_path, "specforge", ht, draft.embed_tokens.weight.detach(), fc_skip_at_hidden_width=True)
         assert max(d for d, _ in _compare(logits, draft.d2t, skipping, ids, hs)) > 1e-2
-    if case == "llama3_rope":  # the scaling is exercised: default RoPE gives another draft
+    if case.endswith("_rope"):  # the scaling is exercised: default RoPE gives another draft
         plain, _ = _ours(tmp_path, "specforge", ht, draft.embed_tokens.weight.detach(), rope_scaling=())
         assert max(d for d, _ in _compare(logits, draft.d2t, plain, ids, hs)) > 1e-3
 
