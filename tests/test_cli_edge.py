@@ -132,3 +132,15 @@ def test_report_outputs_over_its_inputs_are_refused(cli, tmp_path):
     assert res.exit_code == 0, res.output
     assert result.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_same_command_twice_gives_the_same_json(cli, tiny_targets, make_draft, tmp_path, without_timings):
+    """Determinism: a layers run with capture, twice, gives the same JSON except timings."""
+    draft = make_draft(nested_ids=[1, 3, 4])
+    docs = []
+    for i in range(2):
+        res = cli("-t", tiny_targets["llama"], "-d", draft, "-e", "vllm-v1", "--max-prompts", "2", "--max-tokens",
+                  "16", "--json", tmp_path / f"r{i}.json")
+        assert res.exit_code == 1, res.output
+        docs.append(json.loads((tmp_path / f"r{i}.json").read_text()))
+    assert docs[0]["heatmap"] and without_timings(docs[0]) == without_timings(docs[1])
