@@ -6,10 +6,11 @@ from typing import Annotated
 
 import typer
 
+from ..accept.limits import MAX_NEW_TOKENS
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from .common import (BuiltinRules, Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
-                     Target, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge, out,
-                     parse_ints, reporter, write_json, audit_inputs, check_outputs)
+                     Target, Threads, TrainedBoundaries, TrainedIds, Trainer, audit_inputs, check_outputs, command_line,
+                     default_inputs, err, error_edge, out, parse_ints, reporter, use_threads, write_json)
 
 
 def fingerprint(
@@ -23,9 +24,10 @@ def fingerprint(
     prompts: Prompts = None,
     max_prompts: MaxPrompts = 8,
     max_tokens: MaxTokens = 256,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2)] = 64,
+    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=MAX_NEW_TOKENS)] = 64,
     device: Device = "cpu",
     dtype: Dtype = "auto",
+    threads: Threads = None,
     builtin_rules: BuiltinRules = False,
     json_out: JsonOut = None,
     report: ReportDir = None,
@@ -50,6 +52,7 @@ def fingerprint(
         from ..fingerprint.render import render_fingerprint
         from ..fingerprint.run import FingerprintOptions, run_fingerprint
 
+        use_threads(threads)
         target, draft = default_inputs(target, draft)
         check_outputs(audit_inputs(target, draft, prompts, engine, trainer), files={"--json": json_out},
                       dirs={"--report": report})
