@@ -470,7 +470,8 @@ def trained_wiring_differs(ctx: Context) -> Iterable[Finding]:
     m = ctx.measured
     if m is None or m.candidates is None or m.agrees(m.declared.states):
         return
-    measured = "[" + ", ".join(" or ".join(s.label() for s in c) for c in m.candidates) + "]"
+    measured = "[" + ", ".join(" or ".join(s.label() for s in c) if len(c) <= 3 else "undetermined"
+                               for c in m.candidates) + "]"
     yield Finding(
         "TRAINED_WIRING_DIFFERS", "error", None,
         f"The weights were trained on {measured} (fingerprint), but {m.declared.convention} "

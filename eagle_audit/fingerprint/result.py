@@ -26,10 +26,18 @@ class SlotInference:
     top1_margin: Interval | None  # top-1 agreement: best - runner-up
     candidates: tuple[State, ...]  # the best and every state not separated from it
     ambiguous: bool
+    undetermined: bool = False  # more than MAX_NAMED states not separated: the slot carries too little signal here
 
     def text(self) -> str:
-        """``B15`` or, where not separated, ``B15 or B16``."""
+        """``B15`` or, where not separated, ``B15 or B16``; ``undetermined (9 states ...)`` where too many are
+        not separated to name."""
+        if self.undetermined:
+            return f"undetermined ({len(self.candidates)} states not separated, best {self.best.label()})"
         return " or ".join(s.label() for s in self.candidates)
+
+    def admits(self, state: State) -> bool:
+        """``state`` is consistent with what the weights say about this slot (an undetermined slot admits any)."""
+        return self.undetermined or state in self.candidates
 
     def to_json(self) -> dict:
         iv = self.margin
@@ -37,7 +45,8 @@ class SlotInference:
                 "margin": iv.mean if iv else None, "interval": [iv.low, iv.high] if iv else None,
                 "top1_margin": self.top1_margin.mean if self.top1_margin else None,
                 "top1_interval": [self.top1_margin.low, self.top1_margin.high] if self.top1_margin else None,
-                "ambiguous": self.ambiguous, "candidates": [s.label() for s in self.candidates], "text": self.text()}
+                "ambiguous": self.ambiguous, "undetermined": self.undetermined,
+                "candidates": [s.label() for s in self.candidates], "text": self.text()}
 
 
 @dataclass(frozen=True)

@@ -81,9 +81,10 @@ def fingerprint_view(doc: Mapping[str, Any]) -> FingerprintView:
         row_slots = []
         for r, row in enumerate(rows):
             s = raw_slots[r] if r < len(raw_slots) else {}
-            cands = [str(x) for x in s.get("candidates") or [s.get("best")] if x]
+            cands = [str(x) for x in ([s.get("best")] if s.get("undetermined") else s.get("candidates") or [s.get("best")])
+                     if x]
             dec = declared[r] if r < len(declared) else None
-            differs = dec is not None and dec not in cands
+            differs = dec is not None and dec not in cands and not s.get("undetermined")
             row_slots.append({"index": r, "trained": str(s.get("text") or s.get("best") or f"row {r}"),
                               "served": dec if differs else None, "verdict": "", "outlined": cands,
                               "note": (f"declared {dec}" if dec else "not declared") + (" · differs" if differs else ""),
