@@ -236,8 +236,9 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
                         inf.reason, evidence, hint)
     trained = declared
     if inf.states:
+        states = settled(inf, declared.states)
         trained = given_side(Wiring("fingerprint", "trainer", "-", "measured", None, "boundaries", "draft weights",
-                                    tuple(s.boundary for s in inf.states), inf.states), spec, trainer)
+                                    tuple(s.boundary for s in states), states), spec, trainer)
     if served is None:  # the engine has no rule for this target: only the weights' own findings
         ctx = Context(spec, info, Resolution(trained, trained, info.architecture, n), len(inf.slots), (), measured)
         return tuple(claims), tuple(representation_mismatch(ctx)) + tuple(trained_wiring_differs(ctx)), None
@@ -247,6 +248,14 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
     if inf.states and any(f.severity == "error" and f.code != "TRAINED_WIRING_DIFFERS" for f in findings):
         fix = plan_fix(res, spec, info.hidden_size)
     return tuple(claims), findings, fix
+
+
+def settled(inf: Inference, declared: Sequence[State]) -> tuple[State, ...]:
+    """The measured wiring the audit goes on with: per slot, the declared state where the weights admit it
+    (an ambiguous or undetermined slot gives no reason to doubt it), else the best state."""
+    if len(declared) != len(inf.slots):
+        return inf.best
+    return tuple(d if sl.admits(d) else sl.best for sl, d in zip(inf.slots, declared))
 
 
 def corpus_all(inf: Inference) -> tuple[State, ...]:
@@ -335,10 +344,12 @@ def resolve_measured(target, spec: DraftSpec, engine: Convention, notes: list[st
         raise AuditError(f"trainer {MEASURED}: no wiring can be read off {spec.path}'s weights for {info.name}: "
                          f"{inf.reason}", hint="eagle-audit fingerprint shows the evidence (REPRESENTATION_MISMATCH)")
     amb = [f"slot {sl.index}: {sl.text()}" for sl in inf.slots if sl.ambiguous]
+    states = settled(inf, declared.states)
     notes.append(f"trained states measured on the draft's weights (fingerprint, {inf.scored_tokens} tokens): "
-                 f"{[s.label() for s in inf.states]}, confidence {inf.confidence}"
-                 + (f"; not separated, best taken: {'; '.join(amb)}" if amb else ""))
+                 f"{[s.label() for s in states]}, confidence {inf.confidence}"
+                 + (f"; not separated: {'; '.join(amb)} (the declared state where the weights admit it, else the "
+                    "best)" if amb else ""))
     wiring = Wiring(MEASURED, "trainer", "-", "measured", None, "boundaries", "draft weights",
-                    tuple(s.boundary for s in inf.states), inf.states)
+                    tuple(s.boundary for s in states), states)
     return Resolution(given_side(wiring, spec, None), served, info.architecture, info.num_layers)
 
