@@ -13,6 +13,23 @@ from .result import LayersResult
 _VERDICT_STYLE = {"ok": "green", "missing": "red", "extra": "red"}
 
 
+def render_findings_and_fix(findings, fix, console: Console) -> None:
+    """The findings, one per line with why and fix, then the fix panel (shared by layers and fingerprint)."""
+    for f in findings:
+        color = "red" if f.severity == "error" else "yellow"
+        where = f" slot {f.slot}" if f.slot is not None else ""
+        console.print(f"[{color}]{f.code}[/]{where}: {f.what}", highlight=False)
+        console.print(f"   why: {f.why}", highlight=False, style="dim")
+        if f.fix != "see the fix below":
+            console.print(f"   fix: {f.fix}", highlight=False)
+    if fix is not None:
+        body = fix.explanation
+        if fix.possible and fix.patch:
+            body += "\n\nMerge into config.json:\n" + json.dumps(fix.patch)
+        console.print(Panel(body, title=f"fix for {fix.engine}" if fix.possible else f"no config fix for {fix.engine}",
+                            border_style="green" if fix.possible else "red"))
+
+
 def render_layers(result: LayersResult, console: Console) -> None:
     t, d = result.target, result.draft
     n = t["num_layers"]
@@ -32,20 +49,7 @@ def render_layers(result: LayersResult, console: Console) -> None:
         table.add_row(str(s.index), s.trained.label() if s.trained else "-", s.served.label() if s.served else "-",
                       f"{s.cosine:.3f}" if s.cosine is not None else "-", near, f"[{style}]{s.verdict}[/]")
     console.print(table)
-    for f in result.findings:
-        color = "red" if f.severity == "error" else "yellow"
-        where = f" slot {f.slot}" if f.slot is not None else ""
-        console.print(f"[{color}]{f.code}[/]{where}: {f.what}", highlight=False)
-        console.print(f"   why: {f.why}", highlight=False, style="dim")
-        if f.fix != "see the fix below":
-            console.print(f"   fix: {f.fix}", highlight=False)
-    if result.fix is not None:
-        fx = result.fix
-        body = fx.explanation
-        if fx.possible and fx.patch:
-            body += "\n\nMerge into config.json:\n" + json.dumps(fx.patch)
-        console.print(Panel(body, title=f"fix for {fx.engine}" if fx.possible else f"no config fix for {fx.engine}",
-                            border_style="green" if fx.possible else "red"))
+    render_findings_and_fix(result.findings, result.fix, console)
     for hint in result.suggestions:
         console.print(f"[dim]hint: {hint}[/]", highlight=False)
     for note in result.provenance.get("notes") or ():

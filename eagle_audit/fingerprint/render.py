@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 
 from rich.console import Console
-from rich.panel import Panel
 from rich.table import Table
 
+from ..render import render_findings_and_fix
 from .result import FingerprintResult
 
 
@@ -44,19 +43,6 @@ def render_fingerprint(result: FingerprintResult, console: Console) -> None:
         states = "[" + ", ".join(s.label() for s in c.states) + "]" if c.states is not None else "-"
         agree = {True: "[green]agrees[/]", False: "[red]differs[/]", None: "[dim]n/a[/]"}[c.agrees]
         console.print(f"  {c.source:<20} {states:<28} {agree} {c.note}", highlight=False)
-    for f in result.findings:
-        color = "red" if f.severity == "error" else "yellow"
-        where = f" slot {f.slot}" if f.slot is not None else ""
-        console.print(f"[{color}]{f.code}[/]{where}: {f.what}", highlight=False)
-        console.print(f"   why: {f.why}", highlight=False, style="dim")
-        if f.fix != "see the fix below":
-            console.print(f"   fix: {f.fix}", highlight=False)
-    if result.fix is not None:
-        fx = result.fix
-        body = fx.explanation
-        if fx.possible and fx.patch:
-            body += "\n\nMerge into config.json:\n" + json.dumps(fx.patch)
-        console.print(Panel(body, title=f"fix for {fx.engine}" if fx.possible else f"no config fix for {fx.engine}",
-                            border_style="green" if fx.possible else "red"))
+    render_findings_and_fix(result.findings, result.fix, console)
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s))")
