@@ -50,8 +50,7 @@ def render_layers(result: LayersResult, console: Console) -> None:
                       f"{s.cosine:.3f}" if s.cosine is not None else "-", near, f"[{style}]{s.verdict}[/]")
     console.print(table)
     render_findings_and_fix(result.findings, result.fix, console)
-    for hint in result.suggestions:
-        console.print(f"[dim]hint: {hint}[/]", highlight=False)
+    # result.suggestions also travel in provenance notes ("suggestion: ..."), printed once below and in reports
     for note in result.provenance.get("notes") or ():
         console.print(f"note: {note}", highlight=False, style="dim")
     color = "green" if result.verdict == "match" else "red"
