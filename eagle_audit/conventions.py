@@ -62,6 +62,10 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
 ``captures_through``
     ``{"engine", "version", "source"}``: a trainer that captures through an engine's own setter and
     capture loop, whose rules were derived with ``eagle-audit probe`` on that engine version.
+``draft_classes``, ``draft_class_fallback``, ``speculators_loader`` (engines)
+    the EAGLE-3 draft classes the engine serves, each with its own fc sizing, draft flags and decoder
+    attention, picked by the draft config's ``architectures[0]`` or through the engine's speculators config
+    loader (:mod:`eagle_audit.draft_classes`); a class overrides the convention's draft-side keys.
 ``tree_drafts`` (engines)
     ``{"attention": "kv_by_slot"|"exact_ancestor"|null, "source": ...}``: which draft keys a tree node
     attends to (:data:`eagle_audit.accept.tree.TREE_ATTENTION`), or ``null`` when the engine drafts chains
@@ -80,6 +84,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import expr
+from .draft_classes import DraftClass, SpeculatorsLoader, loader_json, parse_draft_classes, parse_loader
 from .errors import AuditError, BadConvention, UnknownArchitecture, UnknownConvention, shown
 from .jsonfile import read_json_object
 from .states import State
@@ -266,6 +271,12 @@ class FlagRule:
             value = value or config.get(alias, False)
         return value
 
+    def to_json(self) -> dict:
+        return {"honoured": self.honoured, "default": self.default, "read": list(self.read),
+                **({"or": list(self.any_of)} if self.any_of else {}),
+                **({"default_if_present": dict(self.default_if_present)} if self.default_if_present else {}),
+                **({"semantics": self.semantics} if self.semantics else {})}
+
 
 TREE_ATTENTION_MODES = ("kv_by_slot", "exact_ancestor")  # = eagle_audit.accept.tree.TREE_ATTENTION (no torch here)
 
@@ -347,6 +358,64 @@ class Convention:
                 if names else f"{self.title} {self.version}: every architecture by rule {self.fallback_rule}")
     rope_scaling: tuple[str, ...] = ("linear", "llama3", "yarn")
     captures_through: Mapping[str, str] | None = None
+    draft_classes: tuple[DraftClass, ...] = ()  # eagle_audit.draft_classes (engines)
+    draft_class_fallback: str | None = None
+    speculators_loader: SpeculatorsLoader | None = None
+    draft_class: DraftClass | None = None  # set by for_draft: the class this draft is served by
+    draft_class_how: str = ""  # how it was picked, or why none was
+    base: "Convention | None" = field(default=None, repr=False, compare=False)  # before for_draft
+
+    def view(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The draft config as this side's draft class reads it (a speculators config through the engine's
+        config loader; anything else as written)."""
+        if self.speculators_loader is not None and config.get("speculators_model_type"):
+            out, _ = self.speculators_loader.view(config)
+            return out if out is not None else config
+        return config
+
+    def pick_draft_class(self, config: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
+        """The draft class this engine serves ``config`` with (None: it cannot load it), and how it was picked."""
+        root = self.base or self
+        if not root.draft_classes:
+            return None, ""
+        loaded = ""
+        if root.speculators_loader is not None and config.get("speculators_model_type"):
+            view, loaded = root.speculators_loader.view(config)
+            if view is None:
+                return None, f"{root.title} {root.version} cannot load this draft: {loaded}"
+            config = view
+        archs = config.get("architectures") or []
+        arch = archs[0] if archs else None
+        for c in root.draft_classes:
+            if arch in c.architectures:
+                how = f"{arch} -> {c.name}" + (f" (via {loaded})" if loaded else "")
+                return c, f"{root.title} {root.version} serves it with {c.name} ({how}; {c.source})"
+        fallback = next((c for c in root.draft_classes if c.name == root.draft_class_fallback), None)
+        registered = sorted({a for c in root.draft_classes for a in c.architectures})
+        if fallback is None:
+            return None, (f"{root.title} {root.version} registers no EAGLE-3 draft class for architecture {arch!r} "
+                          f"(it registers {', '.join(registered)})")
+        return fallback, (f"architecture {arch!r} is not an EAGLE-3 draft class {root.title} {root.version} "
+                          f"registers ({', '.join(registered)}): audited with its {fallback.name} class, as after "
+                          f"editing architectures to {fallback.architectures[0]}")
+
+    def for_draft(self, config: Mapping[str, Any]) -> "Convention":
+        """This convention with its draft side replaced by that of the draft class serving ``config``."""
+        from dataclasses import replace
+
+        root = self.base or self
+        if not root.draft_classes:
+            return self
+        cls, how = root.pick_draft_class(config)
+        if cls is None:
+            return replace(root, draft_class=None, draft_class_how=how, base=root)
+        return replace(
+            root, draft_class=cls, draft_class_how=how, base=root,
+            aux_count_from=cls.aux_count_from if cls.aux_count_from is not None else root.aux_count_from,
+            draft_flags=cls.draft_flags if cls.draft_flags is not None else root.draft_flags,
+            fc_skip_when_width_equals_hidden=(cls.fc_skip_when_width_equals_hidden
+                                              if cls.fc_skip_when_width_equals_hidden is not None
+                                              else root.fc_skip_when_width_equals_hidden))
 
     def rule_for(self, architecture: str) -> CaptureRule:
         if architecture in self.unsupported:
@@ -416,12 +485,16 @@ class Convention:
 
     def aux_count(self, draft_config: Mapping[str, Any]) -> int:
         """How many aux states the engine's draft side sizes fc for."""
+        zero_ok = self.draft_class is not None and self.draft_class.aux_count_empty == "zero"
+        draft_config = self.view(draft_config)
         for item in self.aux_count_from:
             if isinstance(item, int):
                 return item
             if item in ID_PLACES:
                 ids = read_ids(draft_config, item)
-                if ids:  # `len(layer_ids) if layer_ids else 3`: an empty list counts as absent (both engines)
+                # `len(layer_ids) if layer_ids else 3`: an empty list counts as absent (llama_eagle3 of both
+                # engines); kimi_k25_eagle3.py:55-59 tests `is None`, so an empty list sizes fc for 0
+                if ids or (zero_ok and ids is not None):
                     return len(ids)
             elif draft_config.get(item) is not None:
                 return int(draft_config[item])
@@ -432,13 +505,16 @@ class Convention:
         rule = self.draft_flags.get(name)
         if rule is None or not rule.honoured:
             return False
-        return rule.value(draft_config, name)
+        return rule.value(self.view(draft_config), name)
 
     def to_json(self) -> dict:
         out = {"name": self.name, "kind": self.kind, "title": self.title, "version": self.version,
                "source": self.source, "path": self.path}
         if self.captures_through:
             out["captures_through"] = dict(self.captures_through)
+        if self.draft_class is not None or self.draft_class_how:
+            out["draft_class"] = self.draft_class.name if self.draft_class else None
+            out["draft_class_how"] = self.draft_class_how
         return out
 
 
@@ -521,7 +597,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         raise BadConvention(f"{where}: 'schema' must be {SCHEMA!r}, got {data.get('schema')!r}")
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
-             "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through"}
+             "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through",
+             "draft_classes", "draft_class_fallback", "speculators_loader"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
@@ -572,21 +649,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     for arch, rname in list(archs.items()) + ([("fallback_rule", fallback)] if fallback else []):
         if rname not in rules:
             raise BadConvention(f"{where}: {arch} names rule {rname!r}, which is not in 'rules'")
-    flags = {}
-    for fname, f in data.get("draft_flags", {}).items():
-        if fname not in DRAFT_FLAGS:
-            raise BadConvention(f"{where}: draft_flags: unknown flag {fname!r} (known: {', '.join(DRAFT_FLAGS)})")
-        semantics = f.get("semantics")
-        if semantics is not None and (fname != "norm_output" or semantics not in NORM_OUTPUT_SEMANTICS):
-            raise BadConvention(f"{where}: draft_flags.{fname}.semantics: only norm_output takes one of "
-                                f"{', '.join(NORM_OUTPUT_SEMANTICS)}, got {semantics!r}")
-        read = tuple(f.get("read", FLAG_PLACES))
-        if not read or set(read) - set(FLAG_PLACES):
-            raise BadConvention(f"{where}: draft_flags.{fname}.read: places are {', '.join(FLAG_PLACES)}, got {list(read)}")
-        flags[fname] = FlagRule(honoured=bool(f.get("honoured", True)), default=f.get("default", False), read=read,
-                                any_of=tuple(f.get("or", ())),
-                                default_if_present=tuple(dict(f.get("default_if_present", {})).items()),
-                                semantics=semantics)
+    flags = _flag_rules(data.get("draft_flags", {}), where)
     rope = tuple(data.get("rope_scaling", ("linear", "llama3", "yarn")))
     if not set(rope) <= set(ROPE_TYPES):
         raise BadConvention(f"{where}: rope_scaling: known types are {', '.join(ROPE_TYPES)}, got {list(rope)}")
@@ -602,8 +665,34 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         draft_flags=flags, fc_skip_when_width_equals_hidden=bool(data.get("fc_skip_when_width_equals_hidden", False)),
         notes=tuple(data.get("notes", ())), path=path, id_reads=id_reads, rope_scaling=rope,
         captures_through=dict(through) if through else None,
+        draft_classes=parse_draft_classes(data.get("draft_classes"), where, _flag_rules),
+        draft_class_fallback=data.get("draft_class_fallback"),
+        speculators_loader=parse_loader(data.get("speculators_loader"), where),
         empty_capture=_failure(data["empty_capture"], f"{where}: empty_capture") if data.get("empty_capture") else None)
 
+
+
+def _flag_rules(data: Any, where: str) -> dict[str, FlagRule]:
+    if not isinstance(data, Mapping):
+        raise BadConvention(f"{where}: draft_flags must be a JSON object")
+    flags = {}
+    for fname, f in data.items():
+        if fname not in DRAFT_FLAGS:
+            raise BadConvention(f"{where}: draft_flags: unknown flag {fname!r} (known: {', '.join(DRAFT_FLAGS)})")
+        if not isinstance(f, Mapping):
+            raise BadConvention(f"{where}: draft_flags.{fname} must be a JSON object")
+        semantics = f.get("semantics")
+        if semantics is not None and (fname != "norm_output" or semantics not in NORM_OUTPUT_SEMANTICS):
+            raise BadConvention(f"{where}: draft_flags.{fname}.semantics: only norm_output takes one of "
+                                f"{', '.join(NORM_OUTPUT_SEMANTICS)}, got {semantics!r}")
+        read = tuple(f.get("read", FLAG_PLACES))
+        if not read or set(read) - set(FLAG_PLACES):
+            raise BadConvention(f"{where}: draft_flags.{fname}.read: places are {', '.join(FLAG_PLACES)}, got {list(read)}")
+        flags[fname] = FlagRule(honoured=bool(f.get("honoured", True)), default=f.get("default", False), read=read,
+                                any_of=tuple(f.get("or", ())),
+                                default_if_present=tuple(dict(f.get("default_if_present", {})).items()),
+                                semantics=semantics)
+    return flags
 
 def _id_read(entry: Any, where: str) -> IdRead:
     if isinstance(entry, str):

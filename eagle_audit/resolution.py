@@ -50,6 +50,8 @@ class DraftFlags:
     fc_skip_at_hidden_width: bool = True
     head_norm: bool = True
     rope_scaling: tuple[str, ...] = ("linear", "llama3", "yarn")
+    attention: str | None = None  # the draft class's decoder attention ("llama", "qwen3", "mla"); None: as the weights are
+    parallel_drafting: bool = False  # P-EAGLE: several tokens per forward (the runtime drafts one at a time)
 
     def to_json(self) -> dict:
         out = dict(self.__dict__)
@@ -94,7 +96,10 @@ def flags_as_written(draft: DraftSpec) -> DraftFlags:
 
 def flags_of(conv: Convention, config: Mapping[str, Any]) -> DraftFlags:
     """The flags as ``conv`` runs them: honoured flags read from the config (or defaulted), the rest off,
-    ``norm_output`` read with the side's own semantics."""
+    ``norm_output`` read with the side's own semantics; an engine's as the draft class serving this config
+    runs them (:meth:`Convention.for_draft`)."""
+    conv = conv.for_draft(config)
+    cls = conv.draft_class
     nbr_rule = conv.draft_flags.get("norm_before_residual")
     semantics = "vllm" if nbr_rule is not None and nbr_rule.honoured else "sglang"
     out_rule = conv.draft_flags.get("norm_output")
@@ -105,7 +110,9 @@ def flags_of(conv: Convention, config: Mapping[str, Any]) -> DraftFlags:
         carried, head = norm_output, True
     return DraftFlags(bool(conv.flag("norm_before_fc", config)), bool(conv.flag("fc_norm", config)), carried,
                       bool(conv.flag("norm_before_residual", config)) if semantics == "vllm" else False, semantics,
-                      conv.fc_skip_when_width_equals_hidden, head, tuple(conv.rope_scaling))
+                      conv.fc_skip_when_width_equals_hidden, head, tuple(conv.rope_scaling),
+                      cls.attention if cls else None,
+                      bool(conv.speculators_loader and conv.speculators_loader.parallel_drafting(config)))
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,7 @@ def side_of(conv: Convention, config: Mapping[str, Any], architecture: str, num_
             override_ids: tuple[int, ...] | None = None) -> SideWiring:
     """Resolve one convention against a draft config, once. An engine without capture for the architecture
     gives a side with no rule, no reach and no states (``wiring.unsupported`` says why)."""
+    conv = conv.for_draft(config)  # an engine's draft side is that of the class serving this draft
     wiring = conv.resolve(config, architecture, num_layers, override_ids)
     rule = None if wiring.unsupported else conv.rule_for(architecture)
     implements = frozenset(f for f, r in conv.draft_flags.items() if r.honoured)
@@ -252,5 +260,7 @@ def resolve_audit(draft: DraftSpec, info: TargetInfo, engine: Convention, notes:
                   ) -> tuple[Resolution, Convention | None]:
     """Both sides of an audit; also the trainer convention (for provenance), None where none was used."""
     served = side_of(engine, draft.config, info.architecture, info.num_layers)  # the engine's refusal is said first
+    if served.convention is not None and served.convention.draft_class_how:
+        notes.append(f"draft class: {served.convention.draft_class_how}")
     trained, conv = resolve_trained(draft, info, notes, trainer, trained_boundaries, trained_ids)
     return Resolution(trained, served, info.architecture, info.num_layers), conv

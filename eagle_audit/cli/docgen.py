@@ -11,6 +11,7 @@ the :mod:`eagle_audit.conventions` docstring plus the built-in convention files.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 import textwrap
@@ -235,6 +236,27 @@ def conventions_markdown() -> str:
     for kind in ("trainer", "engine"):
         for name, conv in sorted(conventions.builtin_conventions(kind).items()):
             out.append(f"| `{name}` | {kind} | {conv.version} | {_cell(str(conv.source))} |")
+    out += ["", "## Draft classes the engines serve (`draft_classes`)", "",
+            "An engine picks the class by the draft config's `architectures[0]` (or, for a speculators config, by "
+            "its config loader); eagle-audit applies that class's fc sizing, flags and attention, never one class's "
+            "semantics to every draft whose architecture mentions EAGLE-3. Verified against the engines' own "
+            "constructors, loader and registries executed from the wheels (`tests/engine/test_draft_classes.py`).",
+            "", "| engine | class | architectures | attention | fc sized from | flags honoured | "
+            "`use_aux_hidden_state: false` | read from |", "|---|---|---|---|---|---|---|---|"]
+    for name, conv in sorted(conventions.builtin_conventions("engine").items()):
+        for c in conv.draft_classes:
+            side = conv.for_draft({"architectures": [c.architectures[0]]}) if c.architectures else conv
+            aux = ", ".join(map(str, side.aux_count_from)) + (" (an empty list: 0)" if c.aux_count_empty == "zero" else "")
+            flags = ", ".join(f for f, r in side.draft_flags.items() if r.honoured) or "none"
+            use_aux = {"flag": "reads the flag: no fc", "width": "fc skipped (the state has the draft's width)",
+                       "ignored": "not read: fc still applied"}[c.use_aux_hidden_state]
+            out.append(f"| `{name}` | `{c.name}` | {', '.join(c.architectures)} | {c.attention} | {aux} | {flags} | "
+                       f"{use_aux} | {_cell(c.source)} |")
+        if conv.speculators_loader is not None:
+            for t, spec in conv.speculators_loader.types.items():
+                sets = ", ".join(f"{k}={json.dumps(v)}" for k, v in spec.sets.items())
+                out.append(f"| `{name}` | speculators `{t}` | {', '.join(f'{m}: {a}' for m, a in spec.architectures.items())}"
+                           f" | - | - | defaults {sets} | - | {_cell(spec.source)} |")
     return "\n".join(out) + "\n"
 
 

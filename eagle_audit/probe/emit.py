@@ -13,6 +13,7 @@ from collections import Counter
 
 from .. import __version__
 from ..conventions import SCHEMA, Convention, parse_convention
+from ..draft_classes import loader_json
 
 ROPE_DEFAULT = ("linear", "llama3", "yarn")  # Convention.rope_scaling's default
 from .results import DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbeResult
@@ -156,7 +157,8 @@ def to_convention_data(result: ProbeResult, base: Convention | None = None) -> d
         notes.append("ids_from: the draft-ids reader was not found in this source; "
                      + (f"copied from the built-in {base.name} {base.version} convention" if base else "left empty"))
     if base is not None:
-        notes.append(f"aux_count_from, draft_flags, fc_skip_when_width_equals_hidden and empty_capture are not probed: "
+        notes.append(f"aux_count_from, draft_flags, fc_skip_when_width_equals_hidden, empty_capture, draft_classes and "
+                     "speculators_loader are not probed: "
                      "copied from "
                      f"the built-in {base.name} {base.version} convention ({base.path}).")
     for a in result.archs:
@@ -193,6 +195,12 @@ def to_convention_data(result: ProbeResult, base: Convention | None = None) -> d
         data["fc_skip_when_width_equals_hidden"] = base.fc_skip_when_width_equals_hidden
         if base.empty_capture is not None:
             data["empty_capture"] = base.empty_capture.to_json()
+        root = base.base or base
+        if root.draft_classes:  # the draft classes are not probed either (eagle_audit.draft_classes)
+            data["draft_classes"] = [c.to_json() for c in root.draft_classes]
+            data["draft_class_fallback"] = root.draft_class_fallback
+        if root.speculators_loader is not None:
+            data["speculators_loader"] = loader_json(root.speculators_loader)
     data["notes"] = notes
     return data
 
