@@ -144,3 +144,29 @@ def test_the_same_command_twice_gives_the_same_json(cli, tiny_targets, make_draf
         assert res.exit_code == 1, res.output
         docs.append(json.loads((tmp_path / f"r{i}.json").read_text()))
     assert docs[0]["heatmap"] and without_timings(docs[0]) == without_timings(docs[1])
+
+
+def test_the_audit_commands_share_one_declaration_of_their_common_options():
+    """layers, accept-rate and fingerprint take the AuditArgs options from one place (cli/common.py):
+    same flags, help, defaults and order; each command's own options sit between inputs and run options."""
+    import dataclasses
+
+    import typer.main
+
+    from eagle_audit.cli.common import INPUT_FIELDS, AuditArgs
+
+    commands = typer.main.get_command(app).commands
+    shared = [f.name for f in dataclasses.fields(AuditArgs)]
+    seen = {}
+    for name in ("layers", "accept-rate", "fingerprint"):
+        params = [p for p in commands[name].params if p.name in shared]
+        names = [p.name for p in params]
+        assert names == [n for n in shared if n in names], name
+        assert names[:len(INPUT_FIELDS)] == list(INPUT_FIELDS), name
+        own = [p.name for p in commands[name].params if p.name not in shared]
+        positions = [p.name for p in commands[name].params]
+        assert all(len(INPUT_FIELDS) <= positions.index(o) < len(INPUT_FIELDS) + len(own) for o in own), name
+        for p in params:
+            seen.setdefault(p.name, (p.opts, p.help, p.default))
+            assert (p.opts, p.help, p.default) == seen[p.name], (name, p.name)
+    assert "device_map" not in [p.name for p in commands["fingerprint"].params]  # fingerprint runs on one device

@@ -10,9 +10,7 @@ import typer
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (BuiltinRules, audit_inputs, check_outputs, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
-                     Target, Threads, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err, error_edge,
-                     out, in_range, parse_ints, reporter, use_threads, write_json)
+from .common import AuditArgs, audit_command, error_edge, in_range, reporter, use_threads
 
 
 @contextmanager
@@ -31,17 +29,10 @@ def server_hints():
         raise
 
 
+@audit_command
 def accept_rate(
     ctx: typer.Context,
-    target: Target = None,
-    draft: Draft = None,
-    engine: Engine = "sglang",
-    trainer: Trainer = None,
-    trained_boundaries: TrainedBoundaries = None,
-    trained_ids: TrainedIds = None,
-    prompts: Prompts = None,
-    max_prompts: MaxPrompts = 8,
-    max_tokens: MaxTokens = 256,
+    args: AuditArgs,
     num_steps: Annotated[int, typer.Option("--num-steps", help="Draft steps per round (SGLang --speculative-num-steps).", min=1, max=MAX_NUM_STEPS)] = 3,
     topk: Annotated[int, typer.Option("--topk", help="Draft branching (SGLang --speculative-eagle-topk): 1 = chain, > 1 = tree (needs --num-draft-tokens; not with --live).", min=1, max=MAX_TOPK)] = 1,
     num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="SGLang --speculative-num-draft-tokens (root included); with --topk 1 it is forced to num_steps + 1; with --topk > 1, num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2.", min=2)] = None,
@@ -61,13 +52,6 @@ def accept_rate(
         "--server-deadline", help="Seconds the whole --server reading may take.",
         callback=in_range(0, 7 * 86400, lo_open=True))] = DEFAULT_DEADLINE,
     gen_batch: Annotated[int, typer.Option("--gen-batch", min=1, help="Prompts the target continues together (left-padded, one KV cache); 1 = one at a time. --live always generates one at a time.")] = 16,
-    device: Device = "cpu",
-    dtype: Dtype = "auto",
-    device_map: DeviceMap = None,
-    threads: Threads = None,
-    builtin_rules: BuiltinRules = False,
-    json_out: JsonOut = None,
-    report: ReportDir = None,
 ) -> None:
     """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
     under the engine's, and with each mis-wired slot corrected alone.
@@ -90,30 +74,17 @@ def accept_rate(
     Exit codes: 0 served is within --tolerance of trained, 1 served loses more, 2 bad input, 3 internal error.
     """
     with error_edge():
-        use_threads(threads)
+        use_threads(args.threads)
         from ..accept.render import render_accept
         from ..accept.run import AcceptOptions, run_accept
 
-        target, draft = default_inputs(target, draft)
-        check_outputs(audit_inputs(target, draft, prompts, engine, trainer), files={"--json": json_out},
-                      dirs={"--report": report})
-        opts = AcceptOptions(target=target, draft=draft, engine=engine, trainer=trainer,
-                             trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
-                             prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps,
-                             topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
-                             tolerance=tolerance, live=live, server=server, server_kind=server_kind,
-                             server_api_key=api_key, server_timeout=server_timeout,
-                             server_deadline=server_deadline, device=device,
-                             dtype=dtype, gen_batch=gen_batch, device_map=device_map, use_installed_engine=not builtin_rules, command=command_line(ctx))
-        with reporter(json_out) as (status, progress), server_hints():
+        args = args.with_defaults()
+        args.check_outputs()
+        opts = AcceptOptions(**args.library(ctx), num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens,
+                             max_new_tokens=max_new_tokens, tolerance=tolerance, live=live, server=server,
+                             server_kind=server_kind, server_api_key=api_key, server_timeout=server_timeout,
+                             server_deadline=server_deadline, gen_batch=gen_batch, device_map=args.device_map)
+        with reporter(args.json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
-        if json_out != "-":
-            render_accept(result, out)
-        if json_out:
-            write_json(result.to_json(), json_out)
-        if report:
-            from ..report import write_reports
-
-            for path in write_reports(result.to_json(), report, inputs=audit_inputs(target, draft, prompts, engine, trainer)):
-                err.print(f"wrote {path}")
+        args.emit(result, render_accept)
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
 import json
 import math
 import os
 import re
 import sys
 from contextlib import contextmanager
-from typing import Annotated, Iterable, Mapping, Optional
+from dataclasses import dataclass
+from typing import Annotated, Callable, Iterable, Mapping, Optional, get_type_hints
 
 import typer
 from rich.console import Console
@@ -60,6 +64,100 @@ Threads = Annotated[Optional[int], typer.Option(
     "--threads", min=1, help="CPU threads for torch. Default: OMP_NUM_THREADS if set, else the physical cores this "
     "process may use less the 1-minute load average, at least 1 (no oversubscription on a busy machine).")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write JSON, HTML and Markdown reports into DIR (e.g. reports/).")]
+
+
+@dataclass(frozen=True)
+class AuditArgs:
+    """The options every audit of a (target, draft) pair takes (layers, accept-rate, fingerprint), declared
+    once: each field's annotation is its CLI option, its default the option's default. :func:`audit_command`
+    puts them into a command's signature and hands them to the command as this one object."""
+
+    # the inputs: listed first in --help
+    target: Target = None
+    draft: Draft = None
+    engine: Engine = "sglang"
+    trainer: Trainer = None
+    trained_boundaries: TrainedBoundaries = None
+    trained_ids: TrainedIds = None
+    prompts: Prompts = None
+    max_prompts: MaxPrompts = 8
+    max_tokens: MaxTokens = 256
+    # how the target runs and what is written: listed after the command's own options
+    device: Device = "cpu"
+    dtype: Dtype = "auto"
+    device_map: DeviceMap = None
+    threads: Threads = None
+    builtin_rules: BuiltinRules = False
+    json_out: JsonOut = None
+    report: ReportDir = None
+
+    def with_defaults(self) -> AuditArgs:
+        """``--target`` / ``--draft`` filled in with the embedded defaults where not given."""
+        target, draft = default_inputs(self.target, self.draft)
+        return dataclasses.replace(self, target=target, draft=draft)
+
+    def inputs(self) -> dict[str, str]:
+        """Every path the audit reads (:func:`audit_inputs`)."""
+        return audit_inputs(self.target, self.draft, self.prompts, self.engine, self.trainer)
+
+    def check_outputs(self, new_dirs: dict[str, str | None] | None = None) -> None:
+        """Refuse ``--json`` / ``--report`` (and ``new_dirs``) where they hit an input, before anything runs."""
+        check_outputs(self.inputs(), files={"--json": self.json_out}, dirs={"--report": self.report},
+                      new_dirs=new_dirs)
+
+    def library(self, ctx: typer.Context) -> dict:
+        """The library options these stand for (the fields of :class:`eagle_audit.inputs.AuditInputs`)."""
+        return dict(target=self.target, draft=self.draft, engine=self.engine, trainer=self.trainer,
+                    trained_boundaries=self.trained_boundaries,
+                    trained_ids=parse_ints(self.trained_ids, "--trained-ids"), prompts=self.prompts,
+                    max_prompts=self.max_prompts, max_tokens=self.max_tokens, device=self.device, dtype=self.dtype,
+                    use_installed_engine=not self.builtin_rules, command=command_line(ctx))
+
+    def emit(self, result, render: Callable) -> None:
+        """The result as a table on stdout (not with ``--json -``), as JSON (``--json``) and as reports
+        (``--report``)."""
+        if self.json_out != "-":
+            render(result, out)
+        if self.json_out:
+            write_json(result.to_json(), self.json_out)
+        if self.report:
+            from ..report import write_reports
+
+            for path in write_reports(result.to_json(), self.report, inputs=self.inputs()):
+                err.print(f"wrote {path}")
+
+
+#: the fields of :class:`AuditArgs` listed before a command's own options in --help
+INPUT_FIELDS = ("target", "draft", "engine", "trainer", "trained_boundaries", "trained_ids", "prompts",
+                "max_prompts", "max_tokens")
+
+
+def audit_command(func: Callable | None = None, *, without: tuple[str, ...] = ()) -> Callable:
+    """Command decorator: the command ``func(ctx, args: AuditArgs, **own)`` gets the :class:`AuditArgs`
+    options in its CLI signature (``ctx``, the inputs, its own options, then the run and output options),
+    less those named in ``without`` (their defaults apply), and receives them as ``args``."""
+    if func is None:
+        return functools.partial(audit_command, without=without)
+    hints = get_type_hints(AuditArgs, include_extras=True)
+    fields = [f for f in dataclasses.fields(AuditArgs) if f.name not in without]
+
+    def shared(inputs: bool) -> list[inspect.Parameter]:
+        return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name], default=f.default)
+                for f in fields if (f.name in INPUT_FIELDS) == inputs]
+
+    own = list(inspect.signature(func, eval_str=True).parameters.values())
+    ctx, rest = own[0], [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:] if p.name != "args"]
+    params = [ctx, *shared(True), *rest, *shared(False)]
+
+    @functools.wraps(func)
+    def command(**kwargs):
+        args = AuditArgs(**{f.name: kwargs.pop(f.name) for f in fields})
+        return func(args=args, **kwargs)
+
+    command.__signature__ = inspect.Signature(params)
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    del command.__wrapped__  # typer reads the signature above, not the undecorated function's
+    return command
 
 
 def use_threads(threads: int | None) -> int:
@@ -244,17 +342,23 @@ def command_line(ctx: typer.Context) -> str:
     return shlex.join(parts)
 
 
-def write_json(data: dict, dest: str) -> None:
-    """``data`` as JSON on stdout (``dest`` "-") or into a file, atomically (check it first with
-    :func:`check_outputs`)."""
-    text = json.dumps(data, indent=2, default=str) + "\n"
+def write_output(text: str, dest: str, what: str, announce: bool = False) -> None:
+    """``text`` on stdout (``dest`` "-") or into the file ``dest``, atomically (check it first with
+    :func:`check_outputs`); ``what`` names it in the error line; ``announce``: ``wrote DEST`` on stderr."""
     if dest == "-":
         sys.stdout.write(text)
         return
     try:
         outputs.write_text(dest, text)
     except OSError as e:
-        raise AuditError(f"{dest}: cannot write JSON ({e.strerror or e})") from None
+        raise AuditError(f"{dest}: cannot write {what} ({e.strerror or e})") from None
+    if announce:
+        err.print(f"wrote {dest}", highlight=False)
+
+
+def write_json(data: dict, dest: str) -> None:
+    """``data`` as JSON on stdout (``dest`` "-") or into a file (:func:`write_output`)."""
+    write_output(json.dumps(data, indent=2, default=str) + "\n", dest, "JSON")
 
 
 # ----------------------------------------------------------------------------- safety helpers every command uses

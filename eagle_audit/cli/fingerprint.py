@@ -8,29 +8,14 @@ import typer
 
 from ..accept.limits import MAX_NEW_TOKENS
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (BuiltinRules, Device, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts, ReportDir,
-                     Target, Threads, TrainedBoundaries, TrainedIds, Trainer, audit_inputs, check_outputs, command_line,
-                     default_inputs, err, error_edge, out, parse_ints, reporter, use_threads, write_json)
+from .common import AuditArgs, audit_command, error_edge, reporter, use_threads
 
 
+@audit_command(without=("device_map",))
 def fingerprint(
     ctx: typer.Context,
-    target: Target = None,
-    draft: Draft = None,
-    engine: Engine = "sglang",
-    trainer: Trainer = None,
-    trained_boundaries: TrainedBoundaries = None,
-    trained_ids: TrainedIds = None,
-    prompts: Prompts = None,
-    max_prompts: MaxPrompts = 8,
-    max_tokens: MaxTokens = 256,
+    args: AuditArgs,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=MAX_NEW_TOKENS)] = 64,
-    device: Device = "cpu",
-    dtype: Dtype = "auto",
-    threads: Threads = None,
-    builtin_rules: BuiltinRules = False,
-    json_out: JsonOut = None,
-    report: ReportDir = None,
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
 
@@ -52,26 +37,11 @@ def fingerprint(
         from ..fingerprint.render import render_fingerprint
         from ..fingerprint.run import FingerprintOptions, run_fingerprint
 
-        use_threads(threads)
-        target, draft = default_inputs(target, draft)
-        check_outputs(audit_inputs(target, draft, prompts, engine, trainer), files={"--json": json_out},
-                      dirs={"--report": report})
-        opts = FingerprintOptions(target=target, draft=draft, engine=engine, trainer=trainer,
-                                  trained_boundaries=trained_boundaries,
-                                  trained_ids=parse_ints(trained_ids, "--trained-ids"), prompts=prompts,
-                                  max_prompts=max_prompts, max_tokens=max_tokens, max_new_tokens=max_new_tokens,
-                                  device=device, dtype=dtype, use_installed_engine=not builtin_rules,
-                                  command=command_line(ctx))
-        with reporter(json_out) as (status, progress):
+        use_threads(args.threads)
+        args = args.with_defaults()
+        args.check_outputs()
+        opts = FingerprintOptions(**args.library(ctx), max_new_tokens=max_new_tokens)
+        with reporter(args.json_out) as (status, progress):
             result = run_fingerprint(opts, status, progress)
-        if json_out != "-":
-            render_fingerprint(result, out)
-        if json_out:
-            write_json(result.to_json(), json_out)
-        if report:
-            from ..report import write_reports
-
-            for path in write_reports(result.to_json(), report,
-                                      inputs=audit_inputs(target, draft, prompts, engine, trainer)):
-                err.print(f"wrote {path}")
+        args.emit(result, render_fingerprint)
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)

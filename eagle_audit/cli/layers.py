@@ -13,32 +13,16 @@ from .. import outputs
 from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..fix import merge_patch
 from ..render import render_layers
-from .common import (BuiltinRules, audit_inputs, check_outputs, Device, DeviceMap, Draft, Dtype, Engine, JsonOut, MaxPrompts, MaxTokens, Prompts,
-                     ReportDir, Target, Threads, TrainedBoundaries, TrainedIds, Trainer, command_line, default_inputs, err,
-                     error_edge, out, parse_ints, reporter, use_threads, write_json)
+from .common import AuditArgs, audit_command, err, error_edge, reporter, use_threads
 
 
+@audit_command
 def layers(
     ctx: typer.Context,
-    target: Target = None,
-    draft: Draft = None,
-    engine: Engine = "sglang",
-    trainer: Trainer = None,
-    trained_boundaries: TrainedBoundaries = None,
-    trained_ids: TrainedIds = None,
-    prompts: Prompts = None,
-    max_prompts: MaxPrompts = 8,
-    max_tokens: MaxTokens = 256,
-    device: Device = "cpu",
-    dtype: Dtype = "auto",
-    device_map: DeviceMap = None,
-    threads: Threads = None,
+    args: AuditArgs,
     static: Annotated[bool, typer.Option("--static", help="Config-level checks only: no target weights are loaded.")] = False,
     scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
-    builtin_rules: BuiltinRules = False,
-    json_out: JsonOut = None,
     write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR (config.json patched, weights linked); the input is untouched.")] = None,
-    report: ReportDir = None,
 ) -> None:
     """Audit the hidden-state wiring of an EAGLE-3 draft: trained vs served, slot by slot.
 
@@ -53,29 +37,15 @@ def layers(
     Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input, 3 internal error.
     """
     with error_edge():
-        use_threads(threads)
-        target, draft = default_inputs(target, draft)
-        check_outputs(audit_inputs(target, draft, prompts, engine, trainer),
-                      files={"--json": json_out}, dirs={"--report": report},
-                      new_dirs={"--write-fixed-config": write_fixed_config})
-        opts = LayersOptions(target=target, draft=draft, engine=engine, trainer=trainer,
-                             trained_boundaries=trained_boundaries, trained_ids=parse_ints(trained_ids, "--trained-ids"),
-                             prompts=prompts, max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
-                             device_map=device_map, static=static, scan=scan, use_installed_engine=not builtin_rules,
-                             command=command_line(ctx))
-        with reporter(json_out) as (status, progress):
+        use_threads(args.threads)
+        args = args.with_defaults()
+        args.check_outputs(new_dirs={"--write-fixed-config": write_fixed_config})
+        opts = LayersOptions(**args.library(ctx), device_map=args.device_map, static=static, scan=scan)
+        with reporter(args.json_out) as (status, progress):
             result = run_layers(opts, status, progress)
-        if json_out != "-":
-            render_layers(result, out)
-        if json_out:
-            write_json(result.to_json(), json_out)
+        args.emit(result, render_layers)
         if write_fixed_config:
-            _write_fixed(draft, write_fixed_config, result)
-        if report:
-            from ..report import write_reports
-
-            for path in write_reports(result.to_json(), report, inputs=audit_inputs(target, draft, prompts, engine, trainer)):
-                err.print(f"wrote {path}")
+            _write_fixed(args.draft, write_fixed_config, result)
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -11,9 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ..errors import InputNotFound
-from .. import outputs
-from .common import check_outputs, err, error_edge
+from .common import check_outputs, error_edge, write_output
 from ..probe import (DELEGATING_UNRESOLVED, PROBERS, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ProbeResult, builtin_base,
                      probe_engine, to_convention, to_convention_data)
 from ..probe.trainer import DELEGATING_TRAINERS, trainer_convention, trainer_convention_data
@@ -64,15 +61,9 @@ def probe(
             check = lambda: to_convention(result, base)  # noqa: E731
         if out is not None:
             check()  # the emitted file must load; raises BadConvention otherwise
-            text = json.dumps(data, indent=2) + "\n"
+            write_output(json.dumps(data, indent=2) + "\n", str(out), "the convention file", announce=True)
             if str(out) == "-":
-                sys.stdout.write(text)
                 return
-            try:
-                outputs.write_text(out, text)
-            except OSError as e:
-                raise InputNotFound(f"{out}: cannot write the convention file ({e.strerror or e})") from None
-            err.print(f"wrote {out}")
         render(result)
 
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Optional
 
 import typer
 
 from ..errors import AuditError
-from .. import outputs
-from .common import check_outputs, err, error_edge
+from .common import check_outputs, err, error_edge, write_output
 
 
 def report(
@@ -54,18 +52,8 @@ def report(
         if md is not None:
             rendered.append((md, render_markdown(data)))
         for dest, text in rendered:  # everything rendered before anything is written
-            _write(dest, text)
+            write_output(text, dest, "the report", announce=True)
         if out_dir is not None:
             for path in write_reports(docs[0] if len(docs) == 1 else data, out_dir, inputs=[("result", p) for p in results]):  # one file: kept as it was
                 err.print(f"wrote {path}", highlight=False)
 
-
-def _write(dest: str, text: str) -> None:
-    if dest == "-":
-        sys.stdout.write(text)
-        return
-    try:
-        outputs.write_text(dest, text)
-    except OSError as e:
-        raise AuditError(f"{dest}: cannot write the report ({e.strerror or e})") from None
-    err.print(f"wrote {dest}", highlight=False)
