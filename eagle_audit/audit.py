@@ -36,17 +36,18 @@ def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], se
     """Token-mean cosine of each trained state against its served state (and, with ``scan``, every state)."""
     import torch
 
-    from .capture import capture_states
+    from .source import as_source
 
+    source = as_source(target)
     n = target.info.num_layers
     columns = all_states(n) if scan else tuple(sorted(set(trained) | set(served)))
     sums = None  # [trained, columns] float64, on the device of the captures (one copy back at the end)
     tokens = 0
     with torch.inference_mode():
         for i, ids in enumerate(prompts_ids):
-            caps = capture_states(target, torch.tensor([ids]), columns)
+            caps = source.teacher_forced([ids], columns)[0].states  # {state: [pos, hidden]}
             dev = caps[trained[0]].device if trained else torch.device("cpu")
-            cols = torch.stack([caps[c][0].to(dev, torch.float32) for c in columns])  # [columns, pos, hidden]
+            cols = torch.stack([caps[c].to(dev, torch.float32) for c in columns])  # [columns, pos, hidden]
             cols = torch.nn.functional.normalize(cols, dim=-1, eps=1e-8)
             refs = cols[[columns.index(t) for t in trained]]  # [trained, pos, hidden]: trained states are columns
             part = torch.einsum("rph,cph->rc", refs, cols).double()  # [trained, columns]: summed over positions
@@ -95,16 +96,17 @@ def _measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: l
 
     from .accept.rollout import rollout
     from .accept.runtime import load_draft_model
-    from .capture import capture_states
+    from .source import as_source
 
+    source = as_source(target)
     models = [load_draft_model(draft, target, side.flags) for side in (res.trained, res.served)]
     agree, total = [0] * SEMANTIC_STEPS, [0] * SEMANTIC_STEPS
     for ids in prompts_ids:
         if len(ids) < 2:
             continue
-        caps = capture_states(target, torch.tensor([ids]), res.trained.states)
+        caps = source.teacher_forced([ids], res.trained.states)[0].states  # {state: [pos, hidden]}
         dev = models[0].fc.weight.device
-        aux = torch.cat([caps[st] for st in res.trained.states], dim=-1)[:, :-1].to(dev)  # [1, T, n*H_t]
+        aux = torch.cat([caps[st] for st in res.trained.states], dim=-1)[None, :-1].to(dev)  # [1, T, n*H_t]
         nxt = torch.tensor([ids[1:]], device=dev)  # [1, T]: x[t+1]
         teacher = torch.cat([nxt, torch.zeros(1, SEMANTIC_STEPS - 1, dtype=nxt.dtype, device=dev)], dim=1)
         a, b = (rollout(m, nxt, aux, SEMANTIC_STEPS, teacher=teacher) for m in models)

@@ -47,8 +47,9 @@ class AuditInputs:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A draft and a target with both wirings resolved. ``target`` is a LoadedTarget, or None when only the
-    target's config was read (``layers --static``)."""
+    """A draft and a target with both wirings resolved. ``target`` is the audit's state source
+    (:class:`eagle_audit.source.StateSource`), or None when only the target's config was read
+    (``layers --static``)."""
 
     draft: DraftSpec
     engine: Convention
@@ -68,6 +69,14 @@ def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convent
     return read_draft(os.fspath(opts.draft)), engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
 
 
+def source_request(opts: AuditInputs, device_map: str | None = None):
+    """Where ``opts`` asks its states to come from: the one place an audit's options become a
+    :class:`eagle_audit.source.SourceRequest` (served: the server URL joins it here)."""
+    from .source import SourceRequest
+
+    return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)
+
+
 def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | None = None,
             status: Callable[[str], None] | None = None, notes: list[str] | None = None,
             inputs: tuple[DraftSpec, Convention] | None = None) -> Prepared:
@@ -76,7 +85,8 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
     the served wiring."""
     from .diagnose import check_target_fit
     from .resolution import resolve_audit
-    from .target import load_target, target_info
+    from .source import open_source
+    from .target import target_info
 
     notes = [] if notes is None else notes
     draft, engine = inputs if inputs is not None else read_inputs(opts, notes)
@@ -84,7 +94,7 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
     if load_weights:
         if status:
             status(f"loading target {opts.target}")
-        target = load_target(os.fspath(opts.target), opts.device, opts.dtype, device_map, progress=status)
+        target = open_source(source_request(opts, device_map), status)
         info = target.info
     else:
         info = target_info(os.fspath(opts.target))

@@ -25,7 +25,7 @@ import torch
 from ..states import State
 from .runtime import Eagle3Draft
 from .simulate import AcceptStats, Case, stats_from_gains
-from .targetrun import aux_of, cached_forward, crop, eos_ids, new_cache
+from .targetrun import aux_of
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,12 @@ def _cat(a, b):
 def live_decode(target, draft: Eagle3Draft, prompt: Sequence[int], states: tuple[State, ...], steps: int,
                 max_new: int, eos: set[int]) -> tuple[list[int], list[int]]:
     """(generated tokens, tokens gained per verify) for one prompt."""
+    from ..source import as_source
+
+    fwd = as_source(target).live()  # KV-cached target forwards (a source without them says so)
     dev = draft.fc.weight.device
-    tcache = new_cache()
-    logits, caps = cached_forward(target, list(prompt), tcache, states)
+    tcache = fwd.new_cache()
+    logits, caps = fwd.forward(list(prompt), tcache, states)
     root = int(logits[-1].argmax())
     out, gains = [root], []
     P = len(prompt)
@@ -75,7 +78,7 @@ def live_decode(target, draft: Eagle3Draft, prompt: Sequence[int], states: tuple
             step_kv = o.kv if step_kv is None else [_cat(s, n) for s, n in zip(step_kv, o.kv)]
             drafts.append(int(draft.to_target_ids(o.logits[0, -1].argmax())))
             g = o.hidden
-        logits, caps = cached_forward(target, [root] + drafts, tcache, states)  # verify
+        logits, caps = fwd.forward([root] + drafts, tcache, states)  # verify
         pred = logits.argmax(-1).tolist()
         n = 0
         while n < len(drafts) and drafts[n] == pred[n]:
@@ -86,7 +89,7 @@ def live_decode(target, draft: Eagle3Draft, prompt: Sequence[int], states: tuple
                 new = new[: i + 1]
                 break
         gains.append(len(new))
-        crop(tcache, a + len(new))
+        fwd.crop(tcache, a + len(new))
         o = draft(torch.tensor([new], device=dev), aux_of(caps, states)[None, : len(new)].to(dev),
                   torch.arange(a, a + len(new), device=dev), dcache, from_target=True)  # draft-extend
         dcache = [_cat(c, n_) for c, n_ in zip(dcache, o.kv)]
@@ -98,7 +101,9 @@ def live_decode(target, draft: Eagle3Draft, prompt: Sequence[int], states: tuple
 
 def run_live(target, draft: Eagle3Draft, cases: Sequence[Case], states: tuple[State, ...], steps: int, max_new: int,
              target_seconds: float, progress: Callable[[int, int], None] | None = None) -> LiveResult:
-    eos = eos_ids(target)
+    from ..source import as_source
+
+    eos = as_source(target).eos_ids()
     outputs, gains, t0 = [], [], time.perf_counter()
     for i, c in enumerate(cases):
         o, g = live_decode(target, draft, c.prompt, states, steps, max_new, eos)

@@ -448,9 +448,11 @@ def build_draft(arch: DraftArch, flags: DraftFlags, weights: Mapping[str, torch.
 
 def load_draft_model(spec: DraftSpec, target, flags: DraftFlags, dtype=torch.float32) -> Eagle3Draft:
     """The draft of ``spec`` with the embedding (and, if needed, head) of the loaded ``target``."""
-    tm = target.model
-    embed = tm.get_input_embeddings().weight.detach()
-    head = tm.get_output_embeddings().weight.detach() if tm.get_output_embeddings() is not None else embed
+    from ..source import as_source
+
+    source = as_source(target)
+    embed = source.embedding()  # [vocab, H_t]: the draft's token embedding is the target's
+    head = source.lm_head()  # [vocab, H_t]: borrowed only by drafts without an lm_head of their own
     arch = arch_from_spec(spec, target.info.hidden_size, target.info.vocab_size, flags.rope_scaling)
     model = build_draft(arch, flags, read_weights(spec.path), embed, head, spec.path, dtype)
     return model.to(embed.device)

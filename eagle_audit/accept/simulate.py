@@ -22,7 +22,6 @@ continuation (EOS or ``max_new_tokens``), as the live loop cuts it.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -32,7 +31,7 @@ from ..states import State
 from .rollout import rollout
 from .runtime import Eagle3Draft
 from .tree import KV_BY_SLOT, draft_trees, tree_accepts, walk_accepts
-from .targetrun import aux_of, eos_ids, greedy_generate, greedy_generate_batch, teacher_states
+from .targetrun import aux_of
 
 
 @dataclass(frozen=True)
@@ -69,30 +68,23 @@ def make_cases(target, prompts_ids: Sequence[Sequence[int]], max_new: int,
                progress: Callable[[int, int], None] | None = None, batch: int = 1) -> tuple[list[Case], float]:
     """The target's greedy continuations, and the seconds they took (the target-alone baseline).
     ``batch`` > 1 generates that many prompts together (:func:`greedy_generate_batch`; prompts of
-    similar length share a batch); the seconds are then the batch's, not one prompt's alone."""
-    eos = eos_ids(target)
-    conts: dict[int, list[int]] = {}
-    seconds = 0.0
-    order = sorted(range(len(prompts_ids)), key=lambda i: (len(prompts_ids[i]), i)) if batch > 1 else \
-        list(range(len(prompts_ids)))
-    for b in range(0, len(order), max(1, batch)):
-        idx = order[b:b + max(1, batch)]
-        t0 = time.perf_counter()
-        if len(idx) == 1:
-            outs = [greedy_generate(target, list(prompts_ids[idx[0]]), max_new, eos)]
-        else:
-            outs = greedy_generate_batch(target, [prompts_ids[i] for i in idx], max_new, eos)
-        seconds += time.perf_counter() - t0
-        conts.update(zip(idx, outs))
-        if progress:
-            progress(len(conts), len(prompts_ids))
-    return [Case(tuple(p), tuple(conts[i])) for i, p in enumerate(prompts_ids)], seconds
+    similar length share a batch); the seconds are then the batch's, not one prompt's alone. Through the
+    target's state source (:mod:`eagle_audit.source`): a prompt continued before is not continued again."""
+    from ..source import as_source
+
+    conts, seconds = as_source(target).continuations(prompts_ids, max_new, batch=batch, progress=progress)
+    return [Case(tuple(p), tuple(c)) for p, c in zip(prompts_ids, conts)], seconds
 
 
 def capture_cases(target, cases: Sequence[Case], states: Sequence[State]) -> list[dict[State, torch.Tensor]]:
     """Per case, {state: [pos, hidden]} over prompt + continuation, from one teacher-forced pass."""
+    from ..source import as_source
+
     union = tuple(sorted(set(states)))
-    return [teacher_states(target, c.ids, union) for c in cases]
+    source = as_source(target)
+    dev = source.input_device  # a target split over devices (device_map) leaves states where their layer ran
+    forced = source.teacher_forced([c.ids for c in cases], union)
+    return [{s: t.to(dev, torch.float32) for s, t in f.states.items()} for f in forced]
 
 
 def walk(ids: Sequence[int], prompt_len: int, drafts: Sequence[Sequence[int]]) -> list[int]:

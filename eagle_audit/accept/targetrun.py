@@ -12,7 +12,7 @@ from typing import Iterable, Sequence
 
 import torch
 
-from ..capture import capture, capture_states
+from ..capture import capture
 from ..states import State
 
 
@@ -143,6 +143,8 @@ def aux_of(caps: dict[State, torch.Tensor], states: tuple[State, ...]) -> torch.
 @torch.inference_mode()
 def teacher_states(target, ids: list[int], states: Iterable[State]) -> dict[State, torch.Tensor]:
     """One teacher-forced pass over ``ids``: {state: [pos, hidden]} (float32, on the target's device)."""
-    caps = capture_states(target, torch.tensor([ids]), tuple(states))
-    dev = target.input_device  # a target split over devices (device_map) leaves states where their layer ran
-    return {s: t[0].to(dev, torch.float32) for s, t in caps.items()}
+    from ..source import as_source
+
+    source = as_source(target)
+    dev = source.input_device  # a target split over devices (device_map) leaves states where their layer ran
+    return {s: t.to(dev, torch.float32) for s, t in source.teacher_forced([ids], tuple(states))[0].states.items()}

@@ -62,11 +62,14 @@ def train_canary(
         from ..prompts import encode, load_prompts
         from ..states import parse_states
         from ..errors import AuditError
-        from ..target import default_target, load_target
+        from ..source import SourceRequest, open_source
+        from ..target import default_target
 
         if dtype not in ("float32", "bfloat16"):
             raise AuditError(f"--dtype: {dtype!r} is not float32 or bfloat16")
-        tgt = load_target(target or default_target(), device=device, progress=lambda m: err.print(f"[dim]{m}[/]"))
+        source = open_source(SourceRequest(target or default_target(), device=device),
+                             lambda m: err.print(f"[dim]{m}[/]"))
+        tgt = source.weights()  # the canary copies a target layer and the final norm: a source with weights
         states = parse_states(boundaries, tgt.info.num_layers, "--boundaries")
         if any(s.normed for s in states):
             raise AuditError("--boundaries: a canary trains on residual boundaries only (no post-norm state)")

@@ -272,7 +272,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     import time
 
     from ..prompts import encode, load_prompts
-    from ..target import load_target
+    from ..source import SourceRequest, open_source
 
     say = status or (lambda m: None)
     if opts.trainer == MEASURED:
@@ -283,7 +283,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
     say(f"loading target {opts.target}")
-    target = load_target(opts.target, opts.device, opts.dtype, progress=say)
+    target = open_source(SourceRequest(opts.target, opts.device, opts.dtype), say)
     info = target.info
     check_target_fit(spec, info)
     declared, trainer = resolve_trained(spec, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)

@@ -29,7 +29,6 @@ import torch
 import torch.nn.functional as F
 
 from ..accept.runtime import Eagle3Draft
-from ..capture import capture
 from ..states import State
 
 
@@ -58,24 +57,26 @@ class Corpus:
 @torch.inference_mode()
 def capture_corpus(target, sequences: Sequence[Sequence[int]], candidates: tuple[State, ...], dtype=torch.float32,
                    progress: Callable[[int, int], None] | None = None) -> Corpus:
-    """One teacher-forced target pass per sequence, capturing ``candidates`` and the target's logits."""
-    dev = target.input_device
+    """One teacher-forced target pass per sequence (through the target's state source: none for a sequence
+    it has run before), capturing ``candidates`` and the target's next token at every position."""
+    from ..source import as_source
+
+    source = as_source(target)
+    dev = source.input_device
     T = max(len(s) for s in sequences) - 1
     B = len(sequences)
     states = [torch.zeros(B, T, target.info.hidden_size, dtype=dtype, device=dev) for _ in candidates]
     next_ids = torch.zeros(B, T, dtype=torch.long, device=dev)
     labels = torch.zeros(B, T, dtype=torch.long, device=dev)
     valid = torch.zeros(B, T, dtype=torch.bool, device=dev)
-    box: dict = {}
     for b, seq in enumerate(sequences):
-        ids = torch.tensor([list(seq)], device=dev)  # [1, L]
+        forced = source.teacher_forced([seq], candidates, next_tokens=True)[0]
+        ids = torch.tensor(list(seq), device=dev)  # [L]
         n = len(seq) - 1
-        with capture(target.stack, candidates, stop_early=False) as store:
-            box["out"] = target.model(input_ids=ids, use_cache=False)
-        argmax = box.pop("out").logits[0].argmax(-1)  # [L]
+        argmax = forced.next_tokens.to(dev)  # [L]
         for j, s in enumerate(candidates):
-            states[j][b, :n] = store[s][0, :n].to(dtype)
-        next_ids[b, :n] = ids[0, 1:]
+            states[j][b, :n] = forced.states[s][:n].to(dev, dtype)
+        next_ids[b, :n] = ids[1:]
         labels[b, :n] = argmax[1:]
         valid[b, :n] = True
         if progress:

@@ -1,0 +1,15 @@
+"""One seam for where an audit's states come from (docs/sources.md).
+
+``open_source(SourceRequest(target, device=..., device_map=...))`` gives a :class:`StateSource`; every
+analysis asks it for teacher-forced states, greedy continuations and what the draft runtime borrows
+(embedding, lm_head), and never knows which backend answers. Backends: :data:`BACKENDS`.
+"""
+
+from .protocol import StateSource
+from .registry import BACKENDS, Backend, as_source, open_source
+from .spec import (CAPABILITIES, EMBEDDING, GENERATE, LIVE, LM_HEAD, TEACHER_FORCED, WEIGHTS, CannotGive, Counts,
+                   Forced, SourceRequest, SourceSpec)
+
+__all__ = ["BACKENDS", "Backend", "CAPABILITIES", "CannotGive", "Counts", "EMBEDDING", "Forced", "GENERATE", "LIVE",
+           "LM_HEAD", "SourceRequest", "SourceSpec", "StateSource", "TEACHER_FORCED", "WEIGHTS", "as_source",
+           "open_source"]

@@ -1,0 +1,69 @@
+"""The backends, in one place: adding one (a server, a remote shard) is one entry in :data:`BACKENDS` and
+its module. :func:`open_source` opens the first backend whose ``accepts`` takes the request (or the one
+the request names); :func:`as_source` wraps a target already loaded by the caller (tests, the Python
+API's :func:`eagle_audit.api.load_target`).
+
+Backends are named by ``"module:function"`` so that importing the registry imports no torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Callable
+
+from ..errors import BadOption
+from .spec import SourceRequest
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    summary: str  # one line for docs and messages
+    accepts: Callable[[SourceRequest], bool]  # does this backend take the request?
+    opener: str  # "module:function" -> function(request, status) -> StateSource
+
+    def open(self, request: SourceRequest, status=None):
+        module, _, func = self.opener.partition(":")
+        return getattr(importlib.import_module(module), func)(request, status)
+
+
+#: Every backend, in the order :func:`open_source` tries them (the first that accepts wins).
+#: served: the server backend goes first here (it accepts requests with ``server`` set).
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("device-map", "transformers, the target split over the visible devices by accelerate (device_map)",
+            lambda r: r.server is None and r.device_map is not None, "eagle_audit.source.local:open_local"),
+    Backend("local", "transformers, the whole target on one device (cpu, cuda[:i])",
+            lambda r: r.server is None and r.device_map is None, "eagle_audit.source.local:open_local"),
+)}
+
+
+def open_source(request: SourceRequest, status: Callable[[str], None] | None = None):
+    """The :class:`~eagle_audit.source.protocol.StateSource` for ``request``."""
+    if request.backend is not None:
+        backend = BACKENDS.get(request.backend)
+        if backend is None:
+            raise BadOption(f"backend: unknown state source {request.backend!r} (known: {', '.join(BACKENDS)})",
+                            options="backend")
+        if not backend.accepts(request):
+            raise BadOption(f"backend {backend.name}: does not take this request ({backend.summary})", options="backend")
+    else:
+        backend = next((b for b in BACKENDS.values() if b.accepts(request)), None)
+        if backend is None:
+            raise BadOption("no state source takes this request (known: " + ", ".join(BACKENDS) + ")")
+    return backend.open(request, status)
+
+
+def as_source(target):
+    """``target`` as a source: a source is returned as is; a :class:`~eagle_audit.target.LoadedTarget`
+    gets one :class:`~eagle_audit.source.local.LocalSource` for its lifetime (so its memo is shared by
+    every caller handed the same loaded target)."""
+    if hasattr(target, "spec") and hasattr(target, "teacher_forced"):
+        return target
+    src = getattr(target, "_state_source", None)
+    if src is None:
+        from .local import LocalSource
+
+        src = LocalSource(target, "device-map" if str(target.device).startswith("device_map=") else "local")
+        target._state_source = src
+    return src
