@@ -105,7 +105,7 @@ def _measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: l
         if len(ids) < 2:
             continue
         caps = source.teacher_forced([ids], res.trained.states)[0].states  # {state: [pos, hidden]}
-        dev = models[0].fc.weight.device
+        dev = models[0].device
         aux = torch.cat([caps[st] for st in res.trained.states], dim=-1)[None, :-1].to(dev)  # [1, T, n*H_t]
         nxt = torch.tensor([ids[1:]], device=dev)  # [1, T]: x[t+1]
         teacher = torch.cat([nxt, torch.zeros(1, SEMANTIC_STEPS - 1, dtype=nxt.dtype, device=dev)], dim=1)

@@ -62,6 +62,13 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
 ``captures_through``
     ``{"engine", "version", "source"}``: a trainer that captures through an engine's own setter and
     capture loop, whose rules were derived with ``eagle-audit probe`` on that engine version.
+``no_aux``
+    ``{"what", "source"}``: this side reads ``eagle_config.use_aux_hidden_state`` and, when it is false,
+    captures no aux states and feeds the draft the post-norm final state (no ``fc``). Absent: the flag is
+    not read (the ids are resolved as usual).
+``ids_accepted`` (trainers)
+    ``{"when": expr over ids and N, "error", "message" ({ids}), "at", "source"}``: explicit ids the trainer
+    trains on; others it refuses (so no draft of that trainer has them).
 ``draft_classes``, ``draft_class_fallback``, ``speculators_loader`` (engines)
     the EAGLE-3 draft classes the engine serves, each with its own fc sizing, draft flags and decoder
     attention, picked by the draft config's ``architectures[0]`` or through the engine's speculators config
@@ -112,6 +119,14 @@ ROPE_TYPES = ("linear", "llama3", "yarn", "dynamic", "mrope", "default")
 def place_key(place: str) -> str:
     """The dotted config key of an id place, for messages and fixes."""
     return ".".join(ID_PLACES[place]) if place in ID_PLACES else place
+
+
+def uses_aux(config: Mapping[str, Any]) -> bool:
+    """False when the draft says ``eagle_config.use_aux_hidden_state: false`` (no fc, the last state only; read
+    there by SGLang spec_aux_hidden_state.py:188-191, vLLM eagle3_utils.py:15-21 and llm_base_proposer.py:1674-1687,
+    modelopt hf_eagle.py:488-494)."""
+    nested = config.get("eagle_config")
+    return not (isinstance(nested, Mapping) and nested.get("use_aux_hidden_state") is False)
 
 
 def read_ids(config: Mapping[str, Any], place: str) -> tuple[int, ...] | None:
@@ -364,6 +379,8 @@ class Convention:
     draft_class: DraftClass | None = None  # set by for_draft: the class this draft is served by
     draft_class_how: str = ""  # how it was picked, or why none was
     base: "Convention | None" = field(default=None, repr=False, compare=False)  # before for_draft
+    no_aux: Mapping[str, str] | None = None  # reads use_aux_hidden_state: false -> the post-norm final state
+    ids_accepted: EngineFailure | None = None  # trainers: explicit ids outside ``when`` are refused
 
     def view(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
         """The draft config as this side's draft class reads it (a speculators config through the engine's
@@ -453,6 +470,10 @@ class Convention:
                 override_ids: tuple[int, ...] | None = None) -> Wiring:
         """What this convention feeds. An architecture without capture gives a Wiring with no states and
         ``unsupported`` set (an engine that cannot feed the draft is a finding, not bad input)."""
+        if self.no_aux is not None and not uses_aux(draft_config):  # no capture at all: no rule needed
+            return Wiring(self.name, self.kind, self.version, "no_aux", None, "use_aux_hidden_state",
+                          f"eagle_config.use_aux_hidden_state: false: {self.no_aux.get('what', '')}".rstrip(": "),
+                          (), (State(num_layers, normed=True),))
         why = self.unsupported_reason(architecture) if self.kind == "engine" else None
         if why is not None:
             return Wiring(self.name, self.kind, self.version, "none", None, "default", "no capture", (), (),
@@ -469,6 +490,9 @@ class Convention:
         if place_shift:
             case = f"{place_key(source)} {place_shift:+d} as read, then {case}"
         failure = rule.failure_for(indices, num_layers)
+        if (failure is None and self.ids_accepted is not None and ids is not None
+                and not expr.evaluate(self.ids_accepted.when, ids=list(ids), N=num_layers)):
+            failure = self.ids_accepted.format(ids=list(ids))
         lo, hi = rule.reachable(num_layers)
         placed = [num_layers + k if rule.wraps_negative and -num_layers <= k < 0 else k for k in indices]
         kept = [k for k in placed if lo <= k <= hi]
@@ -598,7 +622,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
              "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through",
-             "draft_classes", "draft_class_fallback", "speculators_loader"}
+             "draft_classes", "draft_class_fallback", "speculators_loader", "no_aux", "ids_accepted"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
@@ -668,6 +692,9 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         draft_classes=parse_draft_classes(data.get("draft_classes"), where, _flag_rules),
         draft_class_fallback=data.get("draft_class_fallback"),
         speculators_loader=parse_loader(data.get("speculators_loader"), where),
+        no_aux=_no_aux(data.get("no_aux"), where),
+        ids_accepted=(_failure(data["ids_accepted"], f"{where}: ids_accepted", with_when=True)
+                      if data.get("ids_accepted") else None),
         empty_capture=_failure(data["empty_capture"], f"{where}: empty_capture") if data.get("empty_capture") else None)
 
 
@@ -693,6 +720,14 @@ def _flag_rules(data: Any, where: str) -> dict[str, FlagRule]:
                                 default_if_present=tuple(dict(f.get("default_if_present", {})).items()),
                                 semantics=semantics)
     return flags
+
+def _no_aux(data: Any, where: str) -> dict | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping) or not all(isinstance(v, str) for v in data.values()):
+        raise BadConvention(f"{where}: no_aux must be an object of strings {{\"what\", \"source\"}}")
+    return dict(data)
+
 
 def _id_read(entry: Any, where: str) -> IdRead:
     if isinstance(entry, str):

@@ -413,6 +413,8 @@ def hidden_size_mismatch(ctx: Context) -> Iterable[Finding]:
 @check
 def vocab_map_missing(ctx: Context) -> Iterable[Finding]:
     v, tv = ctx.draft.vocab, ctx.target.vocab_size
+    if not ctx.draft.has_weights:  # d2t is a tensor: a config-only audit says so in its notes
+        return
     if v.draft_vocab_size and tv and v.draft_vocab_size < tv and not v.has_d2t:
         yield Finding(
             "VOCAB_MAP_MISSING", "error", None,
@@ -482,3 +484,35 @@ def trained_wiring_differs(ctx: Context) -> Iterable[Finding]:
 
 
 DRAFT_ONLY.extend([representation_mismatch, trained_wiring_differs])  # they read the draft's weights alone
+
+
+# ---------------------------------------------------------------------------- the draft class and the trainer
+
+@check
+def draft_class_unsupported(ctx: Context) -> Iterable[Finding]:
+    conv = ctx.served.convention
+    if conv is None or not (conv.base or conv).draft_classes or conv.draft_class is not None:
+        return
+    yield Finding(
+        "DRAFT_CLASS_UNSUPPORTED", "error", None, f"{conv.draft_class_how}.",
+        "The engine fails to load the draft at start-up: there is no draft model to run.",
+        "Give the config an architecture (or speculators model_type) one of the engine's draft classes loads; "
+        "see docs/conventions.md, draft classes.")
+
+
+@check
+def trainer_refuses_ids(ctx: Context) -> Iterable[Finding]:
+    w = ctx.trained.wiring
+    if w.failure is None or w.kind != "trainer":
+        return
+    f = w.failure
+    embedding = any(s.boundary == 0 and not s.normed for s in w.states)
+    yield Finding(
+        "TRAINER_REFUSES_IDS", "warning", None,
+        f"{ctx.trained.title} refuses ids {list(w.ids) if w.ids is not None else '(default)'}: {f.error}: {f.message} "
+        f"({f.source})." + (" The config claims a state this trainer never trains on: the embedding output." if embedding
+                            else ""),
+        "No draft of this trainer has these ids, so the trained wiring assumed from them is not how the draft was "
+        "trained: the slot comparison rests on an assumption the trainer itself rules out.",
+        "Name the trainer that did train it (--trainer), or the trained states (--trained-boundaries), or measure "
+        "them with `eagle-audit fingerprint`.")

@@ -66,9 +66,19 @@ class DraftSpec:
     use_aux_hidden_state: bool = True
     weight_names: tuple[str, ...] = field(default=(), repr=False)
     verifier: str | None = None
+    has_weights: bool = True  # False: a config-only draft (``layers --static``); fc is the config's
+    fc_source: str = "weights"  # "weights" (fc.weight's shape), "config" (config-only), "none" (no fc: no aux states)
+
+    @property
+    def uses_aux(self) -> bool:
+        """Whether the draft takes aux states through fc (``eagle_config.use_aux_hidden_state`` not false)."""
+        return self.fc_source != "none"
 
     def aux_count(self, target_hidden: int) -> int | None:
-        """Aux slots fc was trained for, given the target hidden size (None: fc does not fit it)."""
+        """Aux slots fc was trained for, given the target hidden size (None: fc does not fit it); a draft
+        without fc takes one state, the target's last."""
+        if self.fc_source == "none":
+            return 1
         if target_hidden <= 0 or self.fc_in % target_hidden:
             return None
         return self.fc_in // target_hidden
@@ -82,7 +92,28 @@ class DraftSpec:
                 "fc_in": self.fc_in, "fc_out": self.fc_out, "target_hidden_size": self.target_hidden_size,
                 "num_aux_hidden_states": self.num_aux_hidden_states, "vocab_size": self.vocab_size,
                 "vocab": dict(self.vocab.__dict__), "flags": dict(self.flags),
-                "use_aux_hidden_state": self.use_aux_hidden_state, "verifier": self.verifier}
+                "use_aux_hidden_state": self.use_aux_hidden_state, "verifier": self.verifier,
+                "has_weights": self.has_weights, "fc_source": self.fc_source}
+
+    def for_target(self, target_hidden: int) -> "DraftSpec":
+        """A config-only draft's fc, sized as the config says for this target (``target_hidden_size`` or the
+        target's hidden size); any other draft as it is."""
+        if self.fc_source != "config":
+            return self
+        from dataclasses import replace
+
+        return replace(self, fc_in=self.config_aux * int(self.target_hidden_size or target_hidden))
+
+    @property
+    def config_aux(self) -> int:
+        """The aux count a config states: ``num_aux_hidden_states``, else its ids (nested, then top level), else 3."""
+        if self.num_aux_hidden_states:
+            return int(self.num_aux_hidden_states)
+        nested = self.config.get("eagle_config") if isinstance(self.config.get("eagle_config"), Mapping) else {}
+        for ids in (nested.get("eagle_aux_hidden_state_layer_ids"), self.config.get("eagle_aux_hidden_state_layer_ids")):
+            if ids:
+                return len(ids)
+        return 3
 
 
 def _canonical(name: str) -> str:
@@ -315,7 +346,9 @@ def _existing_dir(path: str, what: str) -> Path:
     return directory
 
 
-def read_draft(path: str) -> DraftSpec:
+def read_draft(path: str, config_only: bool = False) -> DraftSpec:
+    """The draft at ``path``. ``config_only``: a directory with config.json and no weights is read too (fc
+    sized from the config: :meth:`DraftSpec.for_target`), for a static audit."""
     directory = _existing_dir(path, "draft directory")
     if not directory.is_dir():
         raise BadCheckpoint(f"{path}: a draft is a directory with config.json and weights")
@@ -324,31 +357,52 @@ def read_draft(path: str) -> DraftSpec:
         raise BadCheckpoint(f"{cfg_path}: missing (not a draft checkpoint)")
     config = read_json_object(cfg_path, BadCheckpoint, "a draft config")
     check_config(config, str(cfg_path))
-    shapes = _shapes(_weight_files(directory))
-    if "fc.weight" not in shapes:
-        raise BadCheckpoint(f"{directory}: no fc.weight: not an EAGLE-3 draft (weights: {', '.join(sorted(shapes)[:6])}...)")
-    fc_shape = shapes["fc.weight"]
-    if len(fc_shape) != 2 or min(fc_shape) <= 0:
-        raise BadCheckpoint(f"{directory}: fc.weight has shape {list(fc_shape)}; an EAGLE-3 fc is a non-empty matrix "
-                            "[hidden, n_aux * target_hidden]")
-    fc_out, fc_in = fc_shape
+    nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
+    use_aux = bool(nested.get("use_aux_hidden_state", True))
+    has_weights = True
+    try:
+        files = _weight_files(directory)
+    except BadCheckpoint as e:
+        if not config_only:
+            raise BadCheckpoint(e.message, hint="a config-only draft (no weights yet) is audited by layers with static",
+                                options="static") from None
+        files, has_weights = [], False
+    shapes = _shapes(files)
     layout = _layout(config, shapes)
     layer_cfg = config.get("transformer_layer_config") if layout == "speculators" else None
-    hidden = (layer_cfg or {}).get("hidden_size") or config.get("hidden_size") or fc_out
+    hidden = (layer_cfg or {}).get("hidden_size") or config.get("hidden_size")
+    if "fc.weight" in shapes:
+        fc_shape = shapes["fc.weight"]
+        if len(fc_shape) != 2 or min(fc_shape) <= 0:
+            raise BadCheckpoint(f"{directory}: fc.weight has shape {list(fc_shape)}; an EAGLE-3 fc is a non-empty matrix "
+                                "[hidden, n_aux * target_hidden]")
+        (fc_out, fc_in), fc_source = fc_shape, "weights"
+    elif not use_aux:  # eagle_config.use_aux_hidden_state: false: no fc, the target's last state only
+        fc_out, fc_in, fc_source = 0, 0, "none"
+    elif not has_weights:
+        if not hidden:
+            raise BadCheckpoint(f"{cfg_path}: a config-only draft needs hidden_size to size fc")
+        fc_out, fc_in, fc_source = int(hidden), 0, "config"
+    else:
+        raise BadCheckpoint(f"{directory}: no fc.weight: not an EAGLE-3 draft (weights: {', '.join(sorted(shapes)[:6])}"
+                            "...; a draft without aux states says eagle_config.use_aux_hidden_state: false)")
+    hidden = hidden or fc_out
+    if not hidden:
+        raise BadCheckpoint(f"{cfg_path}: the draft has no fc and its config no hidden_size")
     num_layers = (layer_cfg or {}).get("num_hidden_layers") or config.get("num_hidden_layers") or 1
     vocab_size = (layer_cfg or {}).get("vocab_size") or config.get("vocab_size")
     flags = {}
-    nested = config.get("eagle_config") if isinstance(config.get("eagle_config"), dict) else {}
     for name in ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual"):
         flags[name] = config.get(name, nested.get(name))
     if flags["fc_norm"] is None and config.get("use_aux_norm") is not None:
         flags["fc_norm"] = config.get("use_aux_norm")
     verifier = ((config.get("speculators_config") or {}).get("verifier") or {}).get("name_or_path")
+    vocab = (_vocab_map(directory, config, shapes) if has_weights
+             else VocabMap(config.get("draft_vocab_size"), False, False))
     return DraftSpec(
         path=str(directory), layout=layout, architectures=tuple(config.get("architectures") or ()), config=config,
         config_sha256=hashlib.sha256(cfg_path.read_bytes()).hexdigest(), hidden_size=int(hidden),
         num_layers=int(num_layers), fc_in=int(fc_in), fc_out=int(fc_out),
         target_hidden_size=config.get("target_hidden_size"), num_aux_hidden_states=config.get("num_aux_hidden_states"),
-        vocab_size=vocab_size, vocab=_vocab_map(directory, config, shapes), flags=flags,
-        use_aux_hidden_state=bool(nested.get("use_aux_hidden_state", True)),
-        weight_names=tuple(sorted(shapes)), verifier=verifier)
+        vocab_size=vocab_size, vocab=vocab, flags=flags, use_aux_hidden_state=use_aux,
+        weight_names=tuple(sorted(shapes)), verifier=verifier, has_weights=has_weights, fc_source=fc_source)

@@ -66,7 +66,8 @@ def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convent
     ``opts.use_installed_engine`` is off, else the built-in convention (``notes`` says which)."""
     from .provenance import engine_convention
 
-    return read_draft(os.fspath(opts.draft)), engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
+    draft = read_draft(os.fspath(opts.draft), config_only=bool(getattr(opts, "static", False)))
+    return draft, engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
 
 
 def source_request(opts: AuditInputs, device_map: str | None = None):
@@ -98,6 +99,13 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
         info = target.info
     else:
         info = target_info(os.fspath(opts.target))
+    if not draft.has_weights:
+        draft = draft.for_target(info.hidden_size)
+        notes.append(f"config-only draft (no weights): fc sized from the config, {draft.config_aux} aux state(s) x "
+                     f"{draft.target_hidden_size or info.hidden_size} = {draft.fc_in} (num_aux_hidden_states, else the "
+                     "ids, else 3); not checked without the weights: fc's real width, the vocabulary map (d2t/t2d), "
+                     "the weight names the engine loads, and what the weights were trained on (fingerprint, "
+                     "accept-rate)")
     aux = check_target_fit(draft, info)
     if opts.trainer == MEASURED:  # the trained wiring read off the draft's weights (eagle_audit.fingerprint)
         if target is None:

@@ -13,10 +13,11 @@ against the same rules).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
-from .conventions import DRAFT_FLAGS, CaptureRule, Convention, Wiring, get_convention
+from . import expr
+from .conventions import DRAFT_FLAGS, CaptureRule, Convention, EngineFailure, Wiring, get_convention, read_ids, uses_aux
 from .draft import DraftSpec
 from .states import State, as_states, parse_states
 from .target import TargetInfo
@@ -29,6 +30,21 @@ TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle
 #: When the assumed trainer cannot have trained for the target's architecture, the older release assumed instead
 #: (SpecForge 0.2.0 captures only where SGLang 0.5.14 does; its removed HF backend hooked any decoder).
 TRAINER_FALLBACK = {"specforge": "specforge-hf"}
+#: A trainer named without a version that has pipelines of different id conventions: the pipeline the config's
+#: ids admit (an expression over ids and N, the convention taken when it holds, why). Only the first match is used.
+TRAINER_PIPELINES = {
+    "modelopt": (("N in ids", "modelopt-offline",
+                  "its ids contain N = {N}, the last layer's output, which only the offline pipeline on vLLM-dumped "
+                  "states (IN-k ids) captures; the online pipeline's ids are OUT-k (id N would be past the last "
+                  "layer)"),),
+}
+#: How a user tells the pipelines of TRAINER_PIPELINES apart (printed with the assumption).
+PIPELINE_TELL = {
+    "modelopt": ("the online and offline pipelines differ by one layer for ids below N and cannot be told apart from "
+                 "the config: an offline run trains on .pt files written by compute_hidden_states_vllm.py (it prints "
+                 "'Extracting hidden states from layers [...] (last = final output)'); pass --trainer modelopt-offline "
+                 "or --trainer modelopt for the one that trained it, or measure it with `eagle-audit fingerprint`"),
+}
 
 
 @dataclass(frozen=True)
@@ -170,12 +186,19 @@ def side_of(conv: Convention, config: Mapping[str, Any], architecture: str, num_
     gives a side with no rule, no reach and no states (``wiring.unsupported`` says why)."""
     conv = conv.for_draft(config)  # an engine's draft side is that of the class serving this draft
     wiring = conv.resolve(config, architecture, num_layers, override_ids)
-    rule = None if wiring.unsupported else conv.rule_for(architecture)
+    no_aux = wiring.ids_source == "use_aux_hidden_state"
+    rule = None if wiring.unsupported or no_aux else conv.rule_for(architecture)
     implements = frozenset(f for f, r in conv.draft_flags.items() if r.honoured)
+    cls = conv.draft_class
+    if no_aux and cls is not None and cls.use_aux_hidden_state == "ignored":
+        wiring = replace(wiring, failure=EngineFailure(
+            "RuntimeError", "mat1 and mat2 shapes cannot be multiplied (fc takes n_aux x target hidden; it is fed "
+            "the target hidden-wide final state)", "first forward",
+            f"{cls.name} does not read use_aux_hidden_state and applies fc regardless ({cls.source})"))
     return SideWiring(wiring, f"{conv.title} {conv.version}", conv.order, rule,
                       rule.reachable(num_layers) if rule else None,
-                      conv.aux_count(config), conv.aux_count_from, conv.ids_from, flags_of(conv, config), implements,
-                      conv.to_json(), conv)
+                      None if no_aux else conv.aux_count(config), conv.aux_count_from, conv.ids_from,
+                      flags_of(conv, config), implements, conv.to_json(), conv)
 
 
 def given_side(wiring: Wiring, draft: DraftSpec, trainer: Convention | None) -> SideWiring:
@@ -229,15 +252,71 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         return given_side(wiring, draft, None), None
     assumed = trainer is None
     if assumed:
-        trainer = TRAINER_BY_LAYOUT[draft.layout]
-        notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout")
-    conv = trainer_convention(trainer, notes)
+        trainer = assumed_trainer(draft, info, trained_ids, notes)
+    pipeline = pick_pipeline(trainer, draft, info, trained_ids, notes)
+    conv = trainer_convention(pipeline or trainer, notes)
     if assumed and trainer in TRAINER_FALLBACK and conv.unsupported_reason(info.architecture) is not None:
         older = get_convention(TRAINER_FALLBACK[trainer], "trainer")
         notes.append(f"{conv.title} {conv.version} cannot capture for {info.architecture} "
                      f"({conv.unsupported_reason(info.architecture)}): assumed {older.title} ({older.name}) instead")
         conv = older
     return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids), conv
+
+
+#: Layouts that a conversion also produces: the trainer assumed from them may not be the one that trained the draft.
+CONVERTED_LAYOUTS = {
+    "speculators": ("speculators 0.9.0's `speculators convert` (convert/eagle/eagle3_converter.py:35-101) writes this "
+                    "layout from a SpecForge or SGLang-layout draft, dropping the source's ids (vLLM's default "
+                    "[2, N//2, N-3] then applies) and never translating SGLang's +1"),
+}
+
+
+def assumed_trainer(draft: DraftSpec, info: TargetInfo, trained_ids: tuple[int, ...] | None, notes: list[str]) -> str:
+    """The trainer assumed when none is given: the one the draft's layout implies, unless the config rules it
+    out (no aux states: modelopt exports such drafts; an id equal to N: SpecForge cannot capture it). Says why in
+    ``notes``, and where a conversion also produces the layout."""
+    trainer = TRAINER_BY_LAYOUT[draft.layout]
+    why = f"from the draft's {draft.layout} layout"
+    ids = trained_ids if trained_ids is not None else read_ids(draft.config, "nested")
+    if not uses_aux(draft.config):
+        trainer, why = "modelopt", ("eagle_config.use_aux_hidden_state is false (no fc, the last state only): modelopt "
+                                    "exports such drafts (hf_eagle.py:488-494)")
+    elif draft.layout == "sglang" and ids and info.num_layers in ids:
+        trainer, why = "modelopt-offline", (f"its nested ids {list(ids)} contain N = {info.num_layers}: SpecForge 0.2.0 "
+                                            "never captures index N (SGLang 0.5.14's loop stops at N-1), so an IN-k "
+                                            "pipeline trained it (modelopt offline on vLLM-dumped states)")
+    notes.append(f"trainer not given: assumed {trainer} {why}" if why.startswith("from ")
+                 else f"trainer not given: assumed {trainer}: {why}")
+    if draft.layout in CONVERTED_LAYOUTS:
+        record = (draft.config.get("speculators_config") or {}).get("provenance") if isinstance(
+            draft.config.get("speculators_config"), dict) else None
+        notes.append(f"the {draft.layout} layout is also what a conversion writes: "
+                     f"{CONVERTED_LAYOUTS[draft.layout]}; the config records no conversion"
+                     + (f" (provenance: {record})" if record else "") + ". If the draft was converted, its trained "
+                     "wiring is the source trainer's: name it with --trainer, or measure it with `eagle-audit "
+                     "fingerprint`")
+    return trainer
+
+
+def pick_pipeline(trainer: str, draft: DraftSpec, info: TargetInfo, trained_ids: tuple[int, ...] | None,
+                  notes: list[str]) -> str | None:
+    """For a trainer named without a version whose pipelines differ (TRAINER_PIPELINES), the pipeline the
+    config's ids admit (None: the named convention itself); ``notes`` says which was assumed and why."""
+    choices = TRAINER_PIPELINES.get(trainer)
+    if not choices:
+        return None
+    conv = get_convention(trainer, "trainer")
+    ids = trained_ids
+    if ids is None:
+        ids, _, _ = conv.read_draft_ids(draft.config)
+    for when, name, why in choices:
+        if expr.evaluate(when, ids=list(ids or ()), N=info.num_layers):
+            notes.append(f"--trainer {trainer}: assumed its pipeline {name}: {why.format(N=info.num_layers)}. "
+                         f"{PIPELINE_TELL.get(trainer, '')}")
+            return name
+    notes.append(f"--trainer {trainer}: assumed its pipeline {trainer} (no id equals N = {info.num_layers}); "
+                 f"{PIPELINE_TELL.get(trainer, '')}")
+    return None
 
 
 def trainer_convention(name: str, notes: list[str]) -> Convention:

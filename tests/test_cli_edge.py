@@ -57,7 +57,7 @@ def test_library_errors_are_shown_with_the_flags(cli, config_only_target, make_d
 def test_an_unexpected_exception_is_an_internal_error_exit_3(cli, config_only_target, make_draft, monkeypatch):
     import eagle_audit.inputs as inputs  # where layers and accept-rate read the draft
 
-    def broken(path):  # a bug somewhere in the library
+    def broken(path, **kw):  # a bug somewhere in the library
         raise ZeroDivisionError("boom\nsecond line")
 
     monkeypatch.setattr(inputs, "read_draft", broken)

@@ -76,7 +76,7 @@ def test_one_check_per_finding_family():
 def test_findings_only_use_documented_codes():
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("OFF_BY_ONE", "error", 0, "", "", "")
-    assert len(CODES) == 16  # + TRAINED_WIRING_DIFFERS, REPRESENTATION_MISMATCH (fingerprint)
+    assert len(CODES) == 18  # + TRAINED_WIRING_DIFFERS, REPRESENTATION_MISMATCH (fingerprint), DRAFT_CLASS_UNSUPPORTED, TRAINER_REFUSES_IDS
 
 
 # ---------------------------------------------------------------------------- fit
@@ -197,7 +197,9 @@ def test_honoured_flag_with_a_different_default(make_draft):
 def test_fc_skipped_only_where_the_engine_skips_it(make_draft):
     path = make_draft(n_aux=1, nested_ids=[3])
     _, findings = run(path)
-    (f,) = findings
+    (refused,) = by_code(findings).pop("TRAINER_REFUSES_IDS")  # SpecForge 0.2.0 takes exactly three ids
+    assert "exactly three non-negative integers, got [3]" in refused.what
+    (f,) = [f for f in findings if f.code != "TRAINER_REFUSES_IDS"]
     assert f.code == "FC_SKIPPED" and "1 aux state(s) x 32 = 32" in f.what
     _, findings = run(path, engine="vllm", trained=given(3))
     assert "FC_SKIPPED" not in by_code(findings)

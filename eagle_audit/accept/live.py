@@ -59,7 +59,7 @@ def live_decode(target, draft: Eagle3Draft, prompt: Sequence[int], states: tuple
     from ..source import as_source
 
     fwd = as_source(target).live()  # KV-cached target forwards (a source without them says so)
-    dev = draft.fc.weight.device
+    dev = draft.device
     tcache = fwd.new_cache()
     logits, caps = fwd.forward(list(prompt), tcache, states)
     root = int(logits[-1].argmax())

@@ -76,6 +76,7 @@ class DraftArch:
     head_from_target: bool = False  # draft_vocab_size null: the target's lm_head (full vocab) is used
     rope: RopeScaling | None = None  # None: default RoPE
     notes: tuple[str, ...] = field(default=(), compare=False)
+    no_fc: bool = False  # eagle_config.use_aux_hidden_state: false: the target's last state is fed unprojected
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,8 @@ def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int,
         intermediate_size=int(cfg.get("intermediate_size") or 4 * H), eps=float(cfg.get("rms_norm_eps") or 1e-6),
         rope_theta=theta, vocab_size=int(cfg.get("vocab_size") or target_vocab),
         draft_vocab_size=int(dvs or target_vocab), tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        head_from_target=dvs is None and "lm_head.weight" not in spec.weight_names, rope=rope, notes=tuple(notes))
+        head_from_target=dvs is None and "lm_head.weight" not in spec.weight_names, rope=rope, notes=tuple(notes),
+        no_fc=not spec.use_aux_hidden_state)
 
 
 class RMSNorm(nn.Module):
@@ -299,7 +301,7 @@ class Eagle3Draft(nn.Module):
         super().__init__()
         self.arch, self.flags = arch, flags
         H, Ht, n = arch.hidden_size, arch.target_hidden_size, arch.num_aux
-        self.fc = nn.Linear(n * Ht, H, bias=fc_bias)
+        self.fc = nn.Linear(n * Ht, H, bias=fc_bias) if not arch.no_fc else None
         self.input_norm = RMSNorm(n * Ht, arch.eps) if flags.norm_before_fc else None
         self.fc_norm = nn.ModuleList(RMSNorm(Ht, arch.eps) for _ in range(n)) if flags.fc_norm else None
         self.layers = nn.ModuleList(DraftLayer(arch, i) for i in range(arch.num_layers))
@@ -316,6 +318,10 @@ class Eagle3Draft(nn.Module):
         tell them apart when fc's input width equals the draft hidden size; callers that feed target
         states say so). Target states of draft width skip fc only with ``fc_skip_at_hidden_width``."""
         width = hidden.shape[-1]
+        if self.fc is None:  # no aux states: the target's last state, at the draft's width, goes in as it is
+            if width != self.arch.hidden_size:
+                raise BadCheckpoint(f"the draft has no fc and takes {self.arch.hidden_size} features, it was fed {width}")
+            return hidden
         if from_target is None:
             from_target = width != self.arch.hidden_size
         if not from_target or (width == self.arch.hidden_size and self.flags.fc_skip_at_hidden_width):
@@ -346,7 +352,7 @@ class Eagle3Draft(nn.Module):
             raise RuntimeError("draft embedding not set (load_draft_model sets the target's)")
         if positions.dim() == 1:
             positions = positions[None]
-        w = self.fc.weight
+        w = self.norm.weight
         embeds = F.embedding(input_ids, self.embed).to(w.dtype)  # [batch, pos, H]
         h = hidden.to(w.dtype) if projected else self.project(hidden.to(w.dtype), from_target)  # [batch, pos, H]
         cos, sin = rope_cos_sin(positions, self.arch.head_dim, self.arch.rope_theta, w.dtype, self.arch.rope)
@@ -357,6 +363,10 @@ class Eagle3Draft(nn.Module):
         s = h + residual  # [batch, pos, H], pre-norm sum
         normed = self.norm(s)
         return DraftOutput(self.head(normed if self.flags.head_norm else s), normed if self.flags.norm_output else s, kv)
+
+    @property
+    def device(self) -> torch.device:
+        return self.norm.weight.device
 
     def to_target_ids(self, draft_ids: torch.Tensor) -> torch.Tensor:
         return self.hot_ids[draft_ids]

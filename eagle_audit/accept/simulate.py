@@ -106,7 +106,7 @@ def walk(ids: Sequence[int], prompt_len: int, drafts: Sequence[Sequence[int]]) -
 def draft_chains(draft: Eagle3Draft, ids: Sequence[int], caps: dict[State, torch.Tensor], states: tuple[State, ...],
                  steps: int) -> list[list[int]]:
     """[steps][T] draft target ids from every position of ``ids`` (T = len(ids) - 1)."""
-    dev = draft.fc.weight.device
+    dev = draft.device
     x = torch.tensor([list(ids)], device=dev)  # [1, L]
     aux = aux_of(caps, states)[None, :-1].to(dev)  # [1, L-1, n*H_t]
     ro = rollout(draft, x[:, 1:], aux, steps)
@@ -119,7 +119,7 @@ def tree_gains(draft: Eagle3Draft, ids: Sequence[int], prompt_len: int, caps: di
                attention: str = KV_BY_SLOT) -> list[int]:
     """Tokens gained at each verify along ``ids`` with tree drafts (any topk, 1 included); ``attention``
     as in :func:`~eagle_audit.accept.tree.draft_trees`."""
-    dev = draft.fc.weight.device
+    dev = draft.device
     x = torch.tensor([list(ids)], device=dev)  # [1, L]
     aux = aux_of(caps, states)[None, :-1].to(dev)  # [1, L-1, n*H_t]
     trees = draft_trees(draft, x[:, 1:], aux, steps, topk, num_draft_tokens, attention)

@@ -56,6 +56,12 @@ FINDING_DETAILS = {
                                         "config / trainer convention declares (both wirings named)"),
     "REPRESENTATION_MISMATCH": ("error", "`fingerprint`: no wiring makes the draft agree with this target (another "
                                          "target or tokenizer, untrained weights, a rotated or quantized target)"),
+    "DRAFT_CLASS_UNSUPPORTED": ("error", "the engine cannot load the draft: no draft class of its registry takes "
+                                         "the config (vLLM's speculators loader refuses a `model_type` other than "
+                                         "llama/qwen3; [conventions.md](conventions.md), draft classes)"),
+    "TRAINER_REFUSES_IDS": ("warning", "the trainer refuses the draft's ids (SpecForge 0.2.0: not exactly three "
+                                       "non-negative ids, so never the embedding spelled -1): the draft was not "
+                                       "trained by it as configured; name the trainer or the trained states"),
 }
 
 
@@ -240,7 +246,7 @@ def conventions_markdown() -> str:
             "An engine picks the class by the draft config's `architectures[0]` (or, for a speculators config, by "
             "its config loader); eagle-audit applies that class's fc sizing, flags and attention, never one class's "
             "semantics to every draft whose architecture mentions EAGLE-3. Verified against the engines' own "
-            "constructors, loader and registries executed from the wheels (`tests/engine/test_draft_classes.py`).",
+            "constructors, loader and registries executed from the wheels (`tests/engine/test_engine_draft_classes.py`).",
             "", "| engine | class | architectures | attention | fc sized from | flags honoured | "
             "`use_aux_hidden_state: false` | read from |", "|---|---|---|---|---|---|---|---|"]
     for name, conv in sorted(conventions.builtin_conventions("engine").items()):

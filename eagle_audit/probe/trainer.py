@@ -38,6 +38,7 @@ class DelegatingTrainer:
     rope_scaling: tuple[str, ...]
     aux_count_from: tuple[Any, ...]
     notes: tuple[str, ...] = field(default=())
+    ids_accepted: dict[str, str] | None = None  # explicit ids the trainer trains on (others it refuses)
 
 
 SPECFORGE = DelegatingTrainer(
@@ -62,6 +63,11 @@ SPECFORGE = DelegatingTrainer(
     # llama3_eagle.py LlamaAttention._init_rope: default, linear, dynamic, llama3, mrope, yarn
     rope_scaling=("linear", "llama3", "yarn", "dynamic", "mrope"),
     aux_count_from=(3,),  # llama3_eagle.py: fc = Linear(target_hidden_size * 3, hidden_size)
+    ids_accepted={"when": "len(ids) == 3 and min(ids) >= 0", "error": "ValueError",
+                  "message": "resolved EAGLE capture layers must contain exactly three non-negative integers, got {ids}",
+                  "at": "start-up", "source": "specforge==0.2.0: algorithms/model_providers.py:205-210 "
+                  "resolve_eagle_capture_layers (distinctness is not checked: duplicates collapse in SGLang's capture "
+                  "and stop at the width assert)"},
     notes=(
         "A run override of the ids (model.aux_hidden_state_layer_ids) is not written into the exported config: "
         "pass it with --trained-ids.",
@@ -103,6 +109,7 @@ def trainer_convention_data(trainer: DelegatingTrainer, engine: ProbeResult) -> 
         "unsupported": eng["unsupported"], "aux_count_from": list(trainer.aux_count_from),
         "draft_flags": trainer.draft_flags, "fc_skip_when_width_equals_hidden": False,
         "rope_scaling": list(trainer.rope_scaling),
+        **({"ids_accepted": dict(trainer.ids_accepted)} if trainer.ids_accepted else {}),
         "notes": [f"Capture rules, order and reach derived by `eagle-audit probe {trainer.name} --source "
                   f"<{trainer.engine}=={engine.version} wheel>`: {trainer.title} {trainer.version} passes its ids to "
                   f"{trainer.engine} {engine.version}'s own set_eagle3_layers_to_capture, so every rule is that "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 from pathlib import Path
@@ -22,6 +23,15 @@ import wheels
 
 #: Modules the trainers import at module level that this environment does not have (none is called).
 ABSENT = ("openai", "datasets", "hs_connectors")
+
+
+class _Logger:
+    """loguru's ``logger`` for speculators' converter (convert/*.py log through it): messages are dropped."""
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return lambda *a, **k: None
 
 
 class _Absent(types.ModuleType):
@@ -51,6 +61,10 @@ class _AbsentFinder:
 
 def import_trainers(site: Path, names: tuple[str, ...]) -> dict[str, types.ModuleType]:
     """Import ``names`` from ``site`` with the stubs in place; restore ``sys.path`` and drop the stubs after."""
+    if "loguru" not in sys.modules and importlib.util.find_spec("loguru") is None:
+        loguru = types.ModuleType("loguru")  # only logging; kept: the converter logs when it runs
+        loguru.logger = _Logger()
+        sys.modules["loguru"] = loguru
     loss = types.ModuleType("specforge.core.loss")
     loss.LogSoftmaxLoss = None  # triton kernel of the training loss (core/loss.py imports triton)
     finder = _AbsentFinder()
@@ -94,3 +108,11 @@ def trainers() -> SimpleNamespace:
         VerifierConfig=m["speculators.config"].VerifierConfig,
         GreedyTokenProposalConfig=m["speculators.proposals.greedy"].GreedyTokenProposalConfig,
     )
+
+
+@pytest.fixture(scope="session")
+def eagle3_converter():
+    """speculators 0.9.0's own EAGLE-3 converter class (convert/eagle/eagle3_converter.py), from the wheel."""
+    site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
+    m = import_trainers(site, ("speculators.convert.eagle.eagle3_converter",))
+    return m["speculators.convert.eagle.eagle3_converter"].Eagle3Converter
