@@ -30,6 +30,8 @@ CODES = {
     "REPRESENTATION_MISMATCH": "no wiring makes the draft agree with this target: another target, untrained, or a changed residual stream",
     "DRAFT_CLASS_UNSUPPORTED": "the engine registers no EAGLE-3 draft class that loads this draft config",
     "TRAINER_REFUSES_IDS": "the trainer named (or assumed) refuses the draft's ids: it cannot have trained this draft",
+    "ENGINE_STATE_MISMATCH": "a state a running server serves equals no boundary it should (partial sums, a wrong gather, corruption)",
+    "ENGINE_STATE_SHIFTED": "a running server serves another boundary than the engine's rules say: this build captures elsewhere",
 }
 
 

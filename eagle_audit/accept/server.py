@@ -44,6 +44,7 @@ from ..errors import AuditError
 
 KINDS = ("auto", "sglang", "vllm")
 MAX_REPLY_BYTES = 64 << 20  # no reply of these endpoints comes near; a bigger one is not a server of ours
+STREAM_CHUNK = 1 << 20  # bytes read at a time from a streamed reply (served hidden states: no size cap)
 DEFAULT_TIMEOUT = 300.0  # seconds for one request, connection to last byte
 DEFAULT_DEADLINE = 3600.0  # seconds for the whole server reading
 
@@ -167,7 +168,10 @@ class _Http:
         self.url, self.parts, self.key, self.timeout, self.clock = url.rstrip("/"), parts, key, timeout, clock
         self.base_path = parts.path.rstrip("/")
 
-    def request(self, method: str, path: str, body: dict | None = None, auth: bool = True) -> _Reply:
+    def request(self, method: str, path: str, body: dict | None = None, auth: bool = True,
+                sink: Callable[[bytes], None] | None = None) -> _Reply:
+        """One request under both deadlines. ``sink``: a 200 reply's body is handed to it chunk by chunk as
+        it arrives, with no size cap (the reply's ``body`` is then empty); any other reply is read capped."""
         limit = min(self.timeout, self.clock.left())
         if limit <= 0:
             raise ServerTimeout(f"server {self.url}: the reading ran past its deadline of {self.clock.deadline:g} s")
@@ -205,6 +209,14 @@ class _Http:
                 cut()
             conn.request(method, self.base_path + path, body=data, headers=headers)
             resp = conn.getresponse()
+            if sink is not None and resp.status == 200:
+                while chunk := resp.read1(STREAM_CHUNK) if hasattr(resp, "read1") else resp.read(STREAM_CHUNK):
+                    if fired.is_set():
+                        raise OSError("cut at the deadline")
+                    sink(chunk)
+                if fired.is_set():
+                    raise OSError("cut at the deadline")
+                return _Reply(resp.status, b"", resp.getheader("Content-Type") or "")
             raw = resp.read(MAX_REPLY_BYTES + 1)
             if fired.is_set():
                 raise OSError("cut at the deadline")
@@ -216,6 +228,9 @@ class _Http:
                 what = f"per-request timeout of {self.timeout:g} s" if per_request else \
                     f"deadline of {self.clock.deadline:g} s for the whole reading"
                 raise ServerTimeout(f"server {self.url}{path}: no complete answer within the {what}") from None
+            if isinstance(e, http.client.IncompleteRead):
+                raise BadServerReply(f"server {self.url}{path}: the reply ended early ({len(e.partial)} bytes of the "
+                                     "last read, more expected): the connection was closed mid-reply") from None
             reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
             raise ServerError(f"server {self.url}: unreachable ({_short(reason)})",
                               hint="is the server running and the URL right?") from None

@@ -1,0 +1,168 @@
+"""Served states from an SGLang 0.5.23 capture-only server (``--enable-return-aux-hidden-states``).
+
+One ``POST /generate`` per prompt: ``input_ids``, greedy neutral sampling (the same keys as the
+``--server`` acceptance client), ``return_hidden_states: true`` and a unique ``extra_key``. The radix cache
+namespaces its tree by ``extra_key`` (``srt/mem_cache/radix_cache.py:223-247``, ``:365-380``), so no
+request of ours shares a prefix with any other: a prefix hit would return states only for the uncached
+suffix. The reply is read as it streams (:mod:`eagle_audit.served.stream`), no size cap, under the same two
+deadlines and one-line errors as the acceptance client (:class:`eagle_audit.accept.server._Http`).
+
+What the reply holds (``meta_info.hidden_states``, ``tokenizer_manager.py:2598-2601``), and the checks:
+
+* one element per prefill forward that was *stored*: a middle chunk of a chunked prefill is not
+  (``batch_result_processor.py:305-309``: ``should_commit_output`` needs ``inflight_middle_chunks <= 0``,
+  and ``store=`` it at ``:333-341``; ``scheduler.py:4329-4330`` counts the chunk in flight), so with
+  chunked prefill only the final chunk's prompt states come back. Several prefill elements are joined in
+  order (what an engine that stores every chunk would send); fewer prompt rows than prompt tokens is a
+  prefix-cache hit (``meta_info.cached_tokens`` > 0) or a chunked prefill, both refused: the first rows
+  are missing and would be misread as other positions;
+* one row per decode forward (``:676-700``), the state of the token fed at that step; the list is cut at
+  ``finished_len`` elements (``output_streamer.py:661-677``). The last output token is never fed, so a
+  request with ``c`` output tokens carries ``P + c - 1`` rows; fewer is a reply that ends early;
+* each row is ``K*H`` floats, the K captures concatenated in capture-loop order
+  (``logits_processor.py:853-869``, ``pack_aux_hidden_states`` ``layers/aux_hidden_states.py:97-102``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..accept.server import (SGLANG_NEUTRAL, BadServerReply, ServerError, ServerOptions, _Clock, _Http, _field,
+                             _short, resolve_key)
+from .launch import Capture
+from .stream import BadStates, Element, StatesReader
+
+#: the ``extra_key`` prefix of our requests (the rest is a fresh uuid4 per request)
+EXTRA_KEY_PREFIX = "eagle-audit-"
+
+Progress = Callable[[int, int, int], None]  # (request index, requests, bytes of this reply so far)
+
+
+@dataclass(frozen=True)
+class ServedStates:
+    """The states one server returned for one prompt.
+
+    ``states``: ``[T, K, H]`` float32, T = ``len(prompt) + len(output_ids) - 1`` positions (the prompt, then
+    every output token but the last, which is never fed); slot i is ``capture.states[i]``.
+    ``token_ids``: the token at each position."""
+
+    source: str
+    prompt: tuple[int, ...]
+    output_ids: tuple[int, ...]
+    states: np.ndarray = field(repr=False)
+    capture: Capture
+    finish_reason: str | None = None
+    notes: tuple[str, ...] = ()
+
+    @property
+    def token_ids(self) -> tuple[int, ...]:
+        return self.prompt + self.output_ids[:-1]
+
+    def slot(self, i: int) -> np.ndarray:
+        return self.states[:, i, :]  # [T, H]
+
+
+def request_body(ids: Sequence[int], max_new_tokens: int, extra_key: str | None = None) -> dict:
+    return {"input_ids": [int(t) for t in ids],
+            "sampling_params": {**SGLANG_NEUTRAL, "max_new_tokens": int(max_new_tokens)},
+            "return_hidden_states": True, "stream": False,
+            "extra_key": extra_key or EXTRA_KEY_PREFIX + uuid.uuid4().hex}
+
+
+def read_sglang_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture,
+                       max_new_tokens: int = 1, progress: Progress | None = None) -> tuple[ServedStates, ...]:
+    """Every prompt's states from an SGLang capture-only server launched as ``capture`` says (its width
+    ``capture.slots * capture.hidden_size`` is enforced per row). ``max_new_tokens`` > 1 also returns the
+    greedy continuation and the states of its tokens."""
+    if max_new_tokens < 1:
+        raise ServerError("max_new_tokens must be >= 1 (the prefill samples one token)", options="max_new_tokens")
+    key, _ = resolve_key(opts.api_key, "sglang")
+    http_ = _Http(opts.url, key, opts.timeout, _Clock(opts.deadline))
+    return tuple(_one(http_, i, ids, capture, max_new_tokens, len(prompts), progress) for i, ids in enumerate(prompts))
+
+
+def _one(http_: _Http, i: int, ids: Sequence[int], capture: Capture, max_new: int, total: int,
+         progress: Progress | None) -> ServedStates:
+    where = f"server {http_.url}/generate (prompt {i})"
+    prompt = tuple(int(t) for t in ids)
+    reader = StatesReader(len(prompt) + max_new - 1, capture.width, where,
+                          width_note=f"{capture.slots} slots x {capture.hidden_size}")
+
+    def sink(chunk: bytes) -> None:
+        reader.feed(chunk)
+        if progress:
+            progress(i, total, reader.received)
+
+    try:
+        reply = http_.request("POST", "/generate", request_body(prompt, max_new), sink=sink)
+        http_.check(reply, "/generate")
+        rest, rows, elements = reader.finish()
+    except BadStates as e:
+        raise BadServerReply(e.message) from None
+    meta = _field(rest, "meta_info", dict, where)
+    if not reader.saw_states:
+        raise BadServerReply(f"{where}: the reply carries no meta_info.hidden_states: the server returns none "
+                             "(start it with --enable-return-aux-hidden-states, see `eagle-audit layers --help`)")
+    out = tuple(_int_list(rest.get("output_ids"), "output_ids", where))
+    finish = meta.get("finish_reason")
+    kind = finish.get("type") if isinstance(finish, Mapping) else None
+    if kind == "abort":
+        raise ServerError(f"{where}: the server aborted the request: {_short(finish.get('message', finish), 120)}")
+    completion = _field(meta, "completion_tokens", int, where + " meta_info")
+    if completion != len(out):
+        raise BadServerReply(f"{where}: meta_info.completion_tokens {completion} but {len(out)} output_ids")
+    if not out:
+        raise BadServerReply(f"{where}: no output token (the prefill samples one)")
+    prompt_rows, decode_rows, order_ok = _layout(elements)
+    if not order_ok:
+        raise BadServerReply(f"{where}: meta_info.hidden_states holds a prefill element after a decode one")
+    notes = []
+    if prompt_rows != len(prompt):
+        cached = meta.get("cached_tokens")
+        if prompt_rows < len(prompt):
+            lost = len(prompt) - prompt_rows
+            if isinstance(cached, int) and cached > 0:
+                why = (f"a radix-cache prefix hit of {cached} tokens (meta_info.cached_tokens) although the request "
+                       "had its own extra_key: restart the server with --disable-radix-cache")
+            else:
+                why = ("chunked prefill: SGLang 0.5.23 returns only the final chunk's states; restart the server "
+                       "with --chunked-prefill-size -1 (or a chunk larger than the longest prompt)")
+            raise BadServerReply(f"{where}: {prompt_rows} prompt states for {len(prompt)} prompt tokens: the first "
+                                 f"{lost} are missing ({why})")
+        raise BadServerReply(f"{where}: {prompt_rows} prompt states for {len(prompt)} prompt tokens")
+    if len([e for e in elements if e.kind == "prefill"]) > 1:
+        notes.append(f"prompt states joined from {sum(e.kind == 'prefill' for e in elements)} prefill chunks")
+    want = len(out) - 1
+    if decode_rows < want:
+        raise BadServerReply(f"{where}: the reply ends early: {decode_rows} decoded-token states for {len(out)} "
+                             f"output tokens (expected {want}: every output token but the last is fed)")
+    if decode_rows > want:
+        raise BadServerReply(f"{where}: {decode_rows} decoded-token states for {len(out)} output tokens "
+                             f"(at most {want})")
+    states = rows.reshape(rows.shape[0], capture.slots, capture.hidden_size)
+    return ServedStates(f"sglang {http_.url}", prompt, out, states, capture, kind, tuple(notes))
+
+
+def _layout(elements: Sequence[Element]) -> tuple[int, int, bool]:
+    """(prompt rows, decode rows, prefill elements all come first)."""
+    prompt = decode = 0
+    seen_decode = False
+    ok = True
+    for e in elements:
+        if e.kind == "prefill":
+            ok = ok and not seen_decode
+            prompt += e.rows
+        else:
+            seen_decode = True
+            decode += e.rows
+    return prompt, decode, ok
+
+
+def _int_list(v, name: str, where: str) -> list[int]:
+    if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
+        raise BadServerReply(f"{where}: {name!r} is not a list of token ids")
+    return v

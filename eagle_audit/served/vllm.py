@@ -1,0 +1,188 @@
+"""Served states from a vLLM 0.33.0 ``extract_hidden_states`` server with ``ExampleHiddenStatesConnector``.
+
+vLLM returns no states in-band. Per request (``POST /v1/completions``, token ids, greedy), when it
+finishes, TP rank 0 writes ``{"hidden_states": [T, K, H], "token_ids": [T]}`` as safetensors to
+``<shared_storage_path>/<req_id>.safetensors`` on the server's disk
+(``distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py:520-559``
+``request_finished``, ``:488-517`` the path, ``:360-445`` the write); the completion's
+``kv_transfer_params.hidden_states_path`` names it (``entrypoints/openai/completion/serving.py:699-709``).
+The client reads it from ``hidden_states_dir``, the user's view of that disk:
+
+* path rules: the returned path is used when it lies inside ``hidden_states_dir`` (the same mount), else
+  its file name is looked up there (the server's ``shared_storage_path`` mounted elsewhere); a name that is
+  not a plain ``*.safetensors`` file name, or a path that leaves the folder, is refused;
+* the write is asynchronous: the connector holds ``LOCK_EX`` on ``<path>.lock`` from before the reply
+  until the file is written (``:268-289``, ``:329-345``), as ``load_hidden_states`` waits (``:48-66``); the
+  client takes ``LOCK_SH`` the same way, polling under the request deadline; no lock file (the connector's
+  ``use_synchronization_lock`` false, ``:234-236``) reads the file as it is;
+* ``token_ids`` are the prompt, or with ``include_output_tokens`` (sent by the client when it asks for a
+  continuation) every token but the last output (``:537-545``): they must equal ours;
+* ``hidden_states`` ``[T, K, H]`` (the KV cache's ``LBNHC`` layout, ``:615-635``; K slots ascending):
+  T, K and H are checked against the launch. A bad file is one line (exit 2).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import struct
+import time
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..accept.server import (VLLM_NEUTRAL, BadServerReply, ServerError, ServerOptions, ServerTimeout, _Clock,
+                             _field, _Http, resolve_key)
+from .launch import Capture
+from .sglang import Progress, ServedStates
+from .stream import BadStates
+
+_DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+MAX_HEADER = 1 << 20
+
+
+def request_body(ids: Sequence[int], max_new_tokens: int) -> dict:
+    body = {"prompt": [int(t) for t in ids], "max_tokens": int(max_new_tokens), "stream": False,
+            "return_token_ids": True, **VLLM_NEUTRAL}
+    if max_new_tokens > 1:  # the continuation's states are saved too (connector :537-541)
+        body["kv_transfer_params"] = {"include_output_tokens": True}
+    return body
+
+
+def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture,
+                     hidden_states_dir: str | os.PathLike, max_new_tokens: int = 1,
+                     progress: Progress | None = None) -> tuple[ServedStates, ...]:
+    folder = Path(hidden_states_dir)
+    if not folder.is_dir():
+        raise ServerError(f"hidden_states_dir {str(folder)!r}: not a folder", options="hidden_states_dir")
+    key, _ = resolve_key(opts.api_key, "vllm")
+    clock = _Clock(opts.deadline)
+    http_ = _Http(opts.url, key, opts.timeout, clock)
+    out = []
+    for i, ids in enumerate(prompts):
+        where = f"server {http_.url}/v1/completions (prompt {i})"
+        r = http_.json("POST", "/v1/completions", request_body(ids, max_new_tokens))
+        choices = _field(r, "choices", list, where)
+        if len(choices) != 1:
+            raise BadServerReply(f"{where}: expected 1 choice, got {len(choices)}")
+        toks = choices[0].get("token_ids") if isinstance(choices[0], dict) else None
+        if not isinstance(toks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in toks):
+            raise BadServerReply(f"{where}: choices[0].token_ids is not a list of token ids")
+        params = _field(r, "kv_transfer_params", dict, where, optional=True)
+        if params is None or not isinstance(params.get("hidden_states_path"), str):
+            raise BadServerReply(f"{where}: no kv_transfer_params.hidden_states_path: the server does not save "
+                                 "hidden states (start it with the extract_hidden_states launch line)")
+        path = locate(params["hidden_states_path"], folder)
+        wait_unlocked(path, min(opts.timeout, clock.left()))
+        prompt = tuple(int(t) for t in ids)
+        outs = tuple(int(t) for t in toks)
+        expect = prompt + (outs[:-1] if max_new_tokens > 1 else ())
+        states = load_states(path, capture, expect)
+        out.append(ServedStates(f"vllm {path}", prompt, outs if max_new_tokens > 1 else outs[:1], states, capture,
+                                choices[0].get("finish_reason")))
+        if progress:
+            progress(i, len(prompts), path.stat().st_size)
+    return tuple(out)
+
+
+def locate(returned: str, folder: Path) -> Path:
+    """The file the server wrote, in the client's view of its disk (see the module docstring)."""
+    name = os.path.basename(returned)
+    if not name.endswith(".safetensors") or name in ("", ".safetensors") or "\x00" in returned:
+        raise BadServerReply(f"hidden_states_path {returned!r}: not a .safetensors file name")
+    root = folder.resolve()
+    direct = Path(returned)
+    if direct.is_absolute() and direct.resolve().parent == root:
+        return direct.resolve()
+    candidate = (root / name).resolve()
+    if candidate.parent != root:
+        raise BadServerReply(f"hidden_states_path {returned!r} leaves {str(folder)!r}")
+    return candidate
+
+
+def wait_unlocked(path: Path, timeout: float) -> None:
+    """Wait (at most ``timeout`` s) until the connector has released its write lock on ``<path>.lock``."""
+    lock = Path(str(path) + ".lock")
+    end = time.monotonic() + max(timeout, 0)
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDONLY)
+        except FileNotFoundError:
+            break  # no lock: written, or written without one
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return
+                except BlockingIOError:
+                    if time.monotonic() > end:
+                        raise ServerTimeout(f"{lock}: the server still writes the hidden states after "
+                                            f"{timeout:g} s") from None
+                    time.sleep(0.02)
+        finally:
+            os.close(fd)
+    if not path.exists():
+        raise BadServerReply(f"{path}: no such file (is hidden_states_dir the server's shared_storage_path?)")
+
+
+def _header(path: Path) -> tuple[dict, int]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(8)
+            if len(raw) != 8:
+                raise BadStates(f"{path}: not a safetensors file (shorter than its header)")
+            n = struct.unpack("<Q", raw)[0]
+            if n > MAX_HEADER:
+                raise BadStates(f"{path}: not a safetensors file (header of {n} bytes)")
+            head = json.loads(f.read(n))
+    except (OSError, ValueError) as e:
+        raise BadStates(f"{path}: not a readable safetensors file ({type(e).__name__})") from None
+    if not isinstance(head, dict):
+        raise BadStates(f"{path}: not a safetensors file")
+    return head, 8 + n
+
+
+def load_states(path: Path, capture: Capture, token_ids: Sequence[int]) -> np.ndarray:
+    """``hidden_states`` of one saved request as ``[T, K, H]`` float32, checked against the launch and
+    ``token_ids``. Raises :class:`BadStates` (one line) on a bad file."""
+    head, offset = _header(path)
+    size = path.stat().st_size
+    t = len(token_ids)
+    for name in ("hidden_states", "token_ids"):
+        if not isinstance(head.get(name), dict):
+            raise BadStates(f"{path}: no {name!r} tensor (not written by ExampleHiddenStatesConnector)")
+    hs, ti = head["hidden_states"], head["token_ids"]
+    try:
+        shape, dtype, (b0, b1) = list(hs["shape"]), hs["dtype"], hs["data_offsets"]
+        tshape, tdtype, (c0, c1) = list(ti["shape"]), ti["dtype"], ti["data_offsets"]
+    except (KeyError, TypeError, ValueError):
+        raise BadStates(f"{path}: malformed safetensors header") from None
+    if dtype not in _DTYPES:
+        raise BadStates(f"{path}: hidden_states dtype {dtype}, expected one of {', '.join(_DTYPES)}")
+    if tdtype not in ("I64", "I32") or len(tshape) != 1:
+        raise BadStates(f"{path}: token_ids is {tdtype} {tshape}, expected a 1-d integer tensor")
+    want = [t, capture.slots, capture.hidden_size]
+    if len(shape) != 3 or shape[1:] != want[1:]:
+        raise BadStates(f"{path}: hidden_states {shape}, expected [T, {capture.slots}, {capture.hidden_size}] "
+                        f"({capture.slots} slots x {capture.hidden_size}, as the launch should give)")
+    item = 2 if dtype != "F32" else 4
+    if b1 - b0 != int(np.prod(shape)) * item or c1 - c0 != tshape[0] * (8 if tdtype == "I64" else 4) \
+            or offset + max(b1, c1) > size:
+        raise BadStates(f"{path}: truncated or inconsistent tensor data")
+    import torch
+
+    with open(path, "rb") as f:
+        f.seek(offset + c0)
+        ids = np.frombuffer(f.read(c1 - c0), "<i8" if tdtype == "I64" else "<i4")
+        if ids.tolist() != list(token_ids):
+            raise BadStates(f"{path}: token_ids ({ids.size}) are not the request's {t} tokens")
+        if shape[0] != t:
+            raise BadStates(f"{path}: hidden_states holds {shape[0]} positions for {t} tokens")
+        f.seek(offset + b0)
+        raw = bytearray(f.read(b1 - b0))
+    x = torch.frombuffer(raw, dtype=getattr(torch, _DTYPES[dtype])).reshape(shape).float().numpy()
+    if not np.isfinite(x).all():
+        raise BadStates(f"{path}: non-finite hidden states")
+    return x

@@ -1,0 +1,234 @@
+"""A local HTTP server that answers ``POST /generate`` with ``return_hidden_states`` as an SGLang 0.5.23
+capture-only server does, built from the wheel's own pieces (tests/served/sglang_pieces.py):
+
+1. start-up: the launch line is parsed by the wheel's argument parser and checked by its capture-only
+   validation (a line SGLang refuses never starts this server); the ids then go through the
+   architecture's ``set_eagle3_layers_to_capture`` and capture loop (tests/engine/sglang_engine.py), which
+   name the boundaries each slot holds;
+2. per request: the prompt is prefilled in chunks of ``--chunked-prefill-size`` (-1: one) and the greedy
+   continuation decoded one token per forward; each forward's captures (the boundaries of a tiny
+   transformers model, float32, on exactly those positions) are packed by ``pack_aux_hidden_states``
+   and appended by ``_append_prefill_hidden_states`` (``store`` by the scheduler's middle-chunk rule) /
+   ``_append_decode_hidden_states``; ``_GenerationStreamAccumulator.accept`` cuts them at ``finished_len``;
+3. the radix cache is keyed by ``(extra_key, tokens)`` (``radix_cache.py:223-247``): a request sharing a
+   cached prefix under the same key prefills only the suffix and reports ``cached_tokens``.
+
+Faults (:class:`Faults`) are injected into the captures before packing, or into the reply.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import types
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Iterator
+
+import torch
+
+from sglang_engine import EngineRun
+from sglang_pieces import SGLangPieces
+
+
+@dataclass(frozen=True)
+class Faults:
+    partial: tuple[int, int] | None = None  # (slot, ranks): the slot is one rank's partial sum of its last layer
+    swap: tuple[int, int] | None = None  # two slots exchanged
+    deeper: int | None = None  # this slot holds the next boundary
+    zero: int | None = None  # this slot is zeros
+    ignore_extra_key: bool = False  # the radix cache shares prefixes across extra_keys (a broken namespace)
+    hide_cached: bool = False  # ... and reports cached_tokens 0
+    cut_at: float | None = None  # the connection closes after this share of the reply
+    drop_decode: int = 0  # the last decoded-token states are lost
+    extra_slot: bool = False  # one more slot than the launch gives (wrong width)
+
+
+class Target:
+    """The tiny transformers model the server 'runs': every boundary at every position of a sequence."""
+
+    def __init__(self, path):
+        from transformers import AutoModelForCausalLM
+
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        self.n = self.model.config.num_hidden_layers
+
+    @torch.no_grad()
+    def boundaries(self, ids: list[int]) -> torch.Tensor:
+        """``[N+1, T, H]``: B_0..B_{N-1} from HF ``hidden_states[k]``; B_N the last layer's output before the
+        final norm (hooked: HF's last entry is post-norm)."""
+        last = {}
+        layers = self.model.model.layers
+        h = layers[-1].register_forward_hook(lambda m, a, o: last.setdefault("x", o[0] if isinstance(o, tuple) else o))
+        try:
+            out = self.model(torch.tensor([ids]), output_hidden_states=True)
+        finally:
+            h.remove()
+        hs = [x[0] for x in out.hidden_states[: self.n]] + [last["x"][0]]
+        return torch.stack(hs)
+
+    @torch.no_grad()
+    def greedy(self, ids: list[int], n: int) -> list[int]:
+        seq = list(ids)
+        for _ in range(n):
+            seq.append(int(self.model(torch.tensor([seq])).logits[0, -1].argmax()))
+        return seq[len(ids):]
+
+
+class FakeSGLang:
+    def __init__(self, pieces: SGLangPieces, engine: EngineRun, argv: list[str], target_path, architecture: str,
+                 faults: Faults = Faults()):
+        self.pieces, self.faults = pieces, faults
+        self.target = Target(target_path)
+        ns = pieces.parse(argv)
+        pieces.validate_capture(ns, self.target.n)  # SGLang's refusal raises here, as the server exits
+        if not ns.enable_return_aux_hidden_states:
+            raise ValueError("this test server answers capture-only launches")
+        out = engine.run(architecture, self.target.n, ns.return_aux_hidden_state_layer_ids)
+        if out.failed_at:
+            raise RuntimeError(f"{out.failed_at}: {out.error}: {out.message}")
+        self.boundaries = [int(lab[1:]) for lab in out.captured]  # "B<k>" per slot, in capture order
+        self.chunk = ns.chunked_prefill_size if ns.chunked_prefill_size not in (None, -1) else None
+        self.tree: dict = {}  # radix cache: (namespace, prefix tuple) -> True
+        self.requests = 0
+
+    # ------------------------------------------------------------------ one request
+
+    def _captures(self, b: torch.Tensor, a: int, z: int) -> list[torch.Tensor]:
+        f = self.faults
+        aux = [b[k, a:z].clone() for k in self.boundaries]
+        if f.partial is not None:
+            s, ranks = f.partial
+            k = self.boundaries[s]
+            aux[s] = b[k - 1, a:z] + (b[k, a:z] - b[k - 1, a:z]) / ranks
+        if f.swap is not None:
+            i, j = f.swap
+            aux[i], aux[j] = aux[j], aux[i]
+        if f.deeper is not None:
+            aux[f.deeper] = b[self.boundaries[f.deeper] + 1, a:z].clone()
+        if f.zero is not None:
+            aux[f.zero] = torch.zeros_like(aux[f.zero])
+        if f.extra_slot:
+            aux.append(aux[-1].clone())
+        return aux
+
+    def generate(self, body: dict) -> dict:
+        ids = [int(t) for t in body["input_ids"]]
+        n = int(body["sampling_params"]["max_new_tokens"])
+        key = None if self.faults.ignore_extra_key else body.get("extra_key")
+        cached = 0
+        for m in range(len(ids) - 1, 0, -1):  # the longest cached prefix, one token always computed
+            if (key, tuple(ids[:m])) in self.tree:
+                cached = m
+                break
+        for m in range(1, len(ids) + 1):
+            self.tree[(key, tuple(ids[:m]))] = True
+        out_ids = self.target.greedy(ids, n)
+        b = self.target.boundaries(ids + out_ids[:-1])  # [N+1, T, H]
+        pack = self.pieces.pack()
+        req = types.SimpleNamespace(hidden_states=[], return_hidden_states=bool(body.get("return_hidden_states")),
+                                    finished_len=None, output_ids=[])
+        full = types.SimpleNamespace(is_full=lambda: True, is_last=lambda: False)
+        append_prefill, append_decode = self.pieces.append_prefill(), self.pieces.append_decode()
+        # prefill: the uncached suffix, in chunks; a middle chunk is not stored (batch_result_processor.py:305-309)
+        starts = list(range(cached, len(ids), self.chunk or len(ids)))
+        for c, a in enumerate(starts):
+            z = min(a + (self.chunk or len(ids)), len(ids))
+            packed = pack(self._captures(b, a, z))
+            middle = c < len(starts) - 1
+            append_prefill(None, req=req, logits_output=types.SimpleNamespace(hidden_states=packed),
+                           hidden_state_offset=0, capture_hidden_mode=full, extend_input_len=z - a, store=not middle)
+        req.output_ids.append(out_ids[0])
+        for j in range(1, n):  # decode: the forward of output token j-1 (position P + j - 1)
+            p = len(ids) + j - 1
+            packed = pack(self._captures(b, p, p + 1))
+            req.output_ids.append(out_ids[j])
+            if j <= n - 1 - self.faults.drop_decode:
+                append_decode(req=req, hidden_states=packed, start=0, accept_len=1)
+        req.finished_len = n  # FINISH_LENGTH at max_new_tokens (schedule_batch.py:2037-2042)
+        hidden = self._accept(req, ids, cached)
+        meta = {"id": f"req-{self.requests}", "finish_reason": {"type": "length", "length": n},
+                "prompt_tokens": len(ids), "weight_version": "default", "num_retractions": 0,
+                "reasoning_tokens": 0, "completion_tokens": n,
+                "cached_tokens": 0 if self.faults.hide_cached else cached}
+        if hidden is not None:
+            meta["hidden_states"] = hidden
+        self.requests += 1
+        return {"text": "", "output_ids": out_ids, "meta_info": meta}
+
+    def _accept(self, req, ids: list[int], cached: int):
+        """The wheel's ``_GenerationStreamAccumulator.accept`` on the finished request: what it hands on."""
+        acc_cls = self.pieces.accumulator()
+        acc = acc_cls()
+        for name in ("rids", "output_reqs", "finished_reasons", "output_ids", "prompt_tokens", "reasoning_tokens",
+                     "cached_tokens", "beam_search_output", "image_tokens", "audio_tokens", "video_tokens",
+                     "retraction_counts", "weight_versions", "time_stats"):
+            setattr(acc, name, [])
+        acc.current_weight_version = None
+        acc.customized_info = {}
+        acc.rust_server_mode = True  # skips the detokenizer bookkeeping, which takes no part in the states
+        acc.spec_algorithm = types.SimpleNamespace(is_none=lambda: True)
+        acc.return_logprob = acc.return_sampling_mask = acc.return_routed_experts = acc.return_indexer_topk = False
+        acc.return_hidden_states = True
+        acc.output_hidden_states = []
+        through = self.pieces.through_stop()
+        full = types.SimpleNamespace(
+            beam_group=None, finished=lambda: True, finished_output=False, finished_len=req.finished_len,
+            output_ids=req.output_ids, send_token_offset=0, send_output_token_logprobs_offset=0, rid="r",
+            finished_reason=types.SimpleNamespace(to_json=lambda: {"type": "length"}), origin_input_ids=ids,
+            reasoning_tokens=0, cached_tokens=cached, get_mm_token_counts=lambda: (0, 0, 0), retraction_count=0,
+            weight_version_events=[], time_stats=None, stream=False, return_hidden_states=req.return_hidden_states,
+            hidden_states=req.hidden_states, customized_info=None, is_retracted=False)
+        full.output_ids_through_stop = through(full)
+        acc.accept(req=full)
+        return acc.output_hidden_states[0] if acc.output_hidden_states else None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "fake-sglang"
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, code: int, data: bytes, cut: float | None = None) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if cut is not None:
+            self.wfile.write(data[: int(len(data) * cut)])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        step = 1 << 16
+        for i in range(0, len(data), step):  # in pieces, as a large reply arrives
+            self.wfile.write(data[i:i + step])
+
+    def do_GET(self):
+        fake: FakeSGLang = self.server.fake
+        if self.path == "/server_info":
+            self._send(200, json.dumps({"internal_states": [{}], "chunked_prefill_size": fake.chunk or -1}).encode())
+        else:
+            self._send(404, b'{"error": "not found"}')
+
+    def do_POST(self):
+        fake: FakeSGLang = self.server.fake
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        if self.path != "/generate":
+            return self._send(404, b'{"error": "not found"}')
+        reply = fake.generate(body)
+        self._send(200, json.dumps(reply).encode(), fake.faults.cut_at)
+
+
+@contextmanager
+def serving(fake: FakeSGLang) -> Iterator[str]:
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    httpd.fake = fake
+    t = threading.Thread(target=httpd.serve_forever, daemon=True)
+    t.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
