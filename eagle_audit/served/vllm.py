@@ -4,7 +4,7 @@ vLLM returns no states in-band. Per request (``POST /v1/completions``, token ids
 finishes, TP rank 0 writes ``{"hidden_states": [T, K, H], "token_ids": [T]}`` as safetensors to
 ``<shared_storage_path>/<req_id>.safetensors`` on the server's disk
 (``distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py:520-559``
-``request_finished``, ``:488-517`` the path, ``:360-445`` the write); the completion's
+``request_finished``, ``:475-518`` ``build_connector_meta`` the path, ``:359-444`` and ``:329-346`` the write); the completion's
 ``kv_transfer_params.hidden_states_path`` names it (``entrypoints/openai/completion/serving.py:699-709``).
 The client reads it from ``hidden_states_dir``, the user's view of that disk:
 
@@ -12,11 +12,11 @@ The client reads it from ``hidden_states_dir``, the user's view of that disk:
   its file name is looked up there (the server's ``shared_storage_path`` mounted elsewhere); a name that is
   not a plain ``*.safetensors`` file name, or a path that leaves the folder, is refused;
 * the write is asynchronous: the connector holds ``LOCK_EX`` on ``<path>.lock`` from before the reply
-  until the file is written (``:268-289``, ``:329-345``), as ``load_hidden_states`` waits (``:48-66``); the
+  until the file is written (``:268-289``, ``:329-346``), as ``load_hidden_states`` waits (``:48-66``); the
   client takes ``LOCK_SH`` the same way, polling under the request deadline; no lock file (the connector's
   ``use_synchronization_lock`` false, ``:234-236``) reads the file as it is;
 * ``token_ids`` are the prompt, or with ``include_output_tokens`` (sent by the client when it asks for a
-  continuation) every token but the last output (``:537-545``): they must equal ours;
+  continuation) every token but the last output (``:540-545``): they must equal ours;
 * ``hidden_states`` ``[T, K, H]`` (the KV cache's ``LBNHC`` layout, ``:615-635``; K slots ascending):
   T, K and H are checked against the launch. A bad file is one line (exit 2).
 """
@@ -46,7 +46,7 @@ MAX_HEADER = 1 << 20
 def request_body(ids: Sequence[int], max_new_tokens: int) -> dict:
     body = {"prompt": [int(t) for t in ids], "max_tokens": int(max_new_tokens), "stream": False,
             "return_token_ids": True, **VLLM_NEUTRAL}
-    if max_new_tokens > 1:  # the continuation's states are saved too (connector :537-541)
+    if max_new_tokens > 1:  # the continuation's states are saved too (connector :540-545)
         body["kv_transfer_params"] = {"include_output_tokens": True}
     return body
 

@@ -1,0 +1,141 @@
+"""The vLLM reader against a test server that saves states with vLLM 0.33.0's own connector code
+(tests/served/vllm_server.py), and the vLLM launch lines against the wheel's config code.
+
+The launch line's JSON is what vLLM's ``--speculative-config`` / ``--kv-transfer-config`` parse with
+``json.loads`` (``engine/arg_utils.py:1864-1881``); the test then runs, from the wheel:
+``KVTransferConfig.__post_init__`` (``config/kv_transfer.py:110-124``, with the wheel's ``KVRole``),
+``ExtractHiddenStatesConfig.__init__`` (``transformers_utils/configs/extract_hidden_states.py``: how the
+``draft_model_config.hf_config`` dict becomes the draft config, ``config/speculative.py:1347-1367``), the V2
+runner's ids reader ``get_eagle3_aux_layers_from_config`` on it and the architecture's capture
+(tests/engine/vllm_engine.py). Not run, cited: the worker's checks ``num_speculative_tokens == 1``,
+``draft_sample_method == "greedy"`` (the default, ``config/speculative.py:634``), no padded-drafter-disable,
+ids present (``v1/worker/gpu/spec_decode/extract_hidden_states.py:21-49``): ``ExtractHiddenStatesSpeculator``
+subclasses the GPU draft runner; the line's values are asserted against them instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import typing
+
+import numpy as np
+import pytest
+
+from conftest import HIDDEN, N_LAYERS, prompts
+from eagle_audit.accept.server import BadServerReply, ServerOptions
+from eagle_audit.served import BadStates, compare_slots, read_vllm_states, vllm_reference, vllm_serving
+from eagle_audit.served.compare import local_boundaries
+from eagle_audit.served.launch import TargetShape
+from eagle_audit.served.vllm import locate
+from vllm_engine import ARCHS, EngineRun, spec_config
+from vllm_server import FakeVLLM, VFaults, serving
+from wheels import WheelSource
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def vllm_run(vllm_wheel):
+    return EngineRun(vllm_wheel)
+
+
+def _kv_check(src: WheelSource, kv: dict) -> None:
+    tree = src.tree("vllm/config/kv_transfer.py")
+    ns: dict = {"Literal": typing.Literal}
+    for node in tree.body:  # KVProducer / KVConsumer / KVRole, as the file declares them
+        if isinstance(node, ast.Assign) and node.targets[0].id.startswith("KV"):
+            exec(compile(ast.Module([node], []), "kv_transfer.py", "exec"), ns)
+    post = src.function("vllm/config/kv_transfer.py", "KVTransferConfig.__post_init__",
+                        {"get_args": typing.get_args, "KVRole": ns["KVRole"], "uuid": __import__("uuid")})
+    post(type("KV", (), {"engine_id": None, "kv_role": kv.get("kv_role"), "kv_connector": kv.get("kv_connector")})())
+
+
+def _draft_config(src: WheelSource, spec: dict, target_config: dict):
+    import transformers
+
+    cls = src.cls("vllm/transformers_utils/configs/extract_hidden_states.py", "ExtractHiddenStatesConfig",
+                  ("__init__",), (transformers.PretrainedConfig,), {"PreTrainedConfig": transformers.PretrainedConfig})
+    return cls(target_config, **spec["draft_model_config"]["hf_config"])
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHS))
+def test_vllm_lines_parse_and_capture_what_they_say(vllm_wheel, vllm_run, arch):
+    src = WheelSource(vllm_wheel)
+    n = 8
+    target = TargetShape("/models/target", arch, n, HIDDEN)
+    drafts = [{}, {"eagle_aux_hidden_state_layer_ids": [2, 4, 5]}, {"eagle_aux_hidden_state_layer_ids": [0, 4, 8]}]
+    launches = [vllm_reference(target, "/srv/hs")] + [vllm_serving(d, target, "/srv/hs") for d in drafts]
+    for launch in launches:
+        if launch.capture is None:
+            assert launch.notes and not launch.argv
+            continue
+        argv = list(launch.argv)
+        assert argv[:3] == ["vllm", "serve", "/models/target"]
+        spec = json.loads(argv[argv.index("--speculative-config") + 1])
+        kv = json.loads(argv[argv.index("--kv-transfer-config") + 1])
+        _kv_check(src, kv)
+        assert kv["kv_connector"] == "ExampleHiddenStatesConnector" and kv["kv_connector_extra_config"] == {
+            "shared_storage_path": "/srv/hs"}
+        assert spec["method"] == "extract_hidden_states" and spec["num_speculative_tokens"] == 1
+        assert "draft_sample_method" not in spec and "disable_padded_drafter_batch" not in spec
+        hf = _draft_config(src, spec, {"num_hidden_layers": n, "hidden_size": HIDDEN})
+        assert hf.architectures == ["ExtractHiddenStatesModel"]
+        ids = vllm_run.ids_v2({"eagle_aux_hidden_state_layer_ids": hf.eagle_aux_hidden_state_layer_ids})
+        assert list(ids) == list(hf.eagle_aux_hidden_state_layer_ids)
+        out = vllm_run.run(arch, n, {"eagle_aux_hidden_state_layer_ids": list(ids)})
+        assert out.failed_at is None, out
+        assert out.captured == tuple(s.label() for s in launch.capture.states), launch.line
+
+
+@pytest.fixture(scope="module")
+def local(served_target):
+    from eagle_audit.target import load_target
+
+    return load_target(str(served_target), dtype="float32")
+
+
+def _fake(vllm_wheel, served_target, launch, storage, faults=VFaults()):
+    return FakeVLLM(vllm_wheel, served_target, [s.boundary for s in launch.capture.states], storage, faults)
+
+
+@pytest.mark.parametrize("n", [1, 4])
+def test_states_read_from_the_connector_files(vllm_wheel, served_target, local, tmp_path, n):
+    launch = vllm_reference(TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN), str(tmp_path))
+    fake = _fake(vllm_wheel, served_target, launch, tmp_path)
+    with serving(fake) as url:
+        got = read_vllm_states(ServerOptions(url, "vllm", timeout=30, deadline=60), prompts(3), launch.capture,
+                               tmp_path, max_new_tokens=n)
+    assert [g.states.shape for g in got] == [(len(p) + n - 1, N_LAYERS + 1, HIDDEN) for p in prompts(3)]
+    # vLLM's own loader reads the same file (its lock released by the writer)
+    path = got[0].source.split(" ", 1)[1]
+    theirs = fake.mod["load_hidden_states"](path)
+    assert np.array_equal(theirs["hidden_states"].float().numpy(), got[0].states)
+    base = local_boundaries(local, got, launch.capture.states)
+    matches = compare_slots([g.states for g in got], base, launch.capture.states)  # bf16 on disk vs fp32 here
+    assert [m.verdict for m in matches] == ["ok"] * len(matches), [m.to_json() for m in matches]
+
+
+@pytest.mark.parametrize("faults, message", [
+    (VFaults(truncate=True), r"truncated or inconsistent|not a readable safetensors"),
+    (VFaults(extra_slot=True), rf"hidden_states \[\d+, {N_LAYERS + 2}, {HIDDEN}\], expected \[T, {N_LAYERS + 1}, "),
+    (VFaults(other_tokens=True), r"token_ids .* are not the request's"),
+    (VFaults(escape_path=True), None),
+])
+def test_bad_files_are_one_line(vllm_wheel, served_target, tmp_path, faults, message):
+    launch = vllm_reference(TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN), str(tmp_path))
+    with serving(_fake(vllm_wheel, served_target, launch, tmp_path, faults)) as url:
+        with pytest.raises((BadStates, BadServerReply)) as e:
+            read_vllm_states(ServerOptions(url, "vllm", timeout=30, deadline=60), prompts(1), launch.capture, tmp_path)
+    assert "\n" not in str(e.value)
+    if message:
+        assert e.match(message)
+
+
+def test_path_rules(tmp_path):
+    (tmp_path / "a.safetensors").write_bytes(b"")
+    assert locate(str(tmp_path / "a.safetensors"), tmp_path) == (tmp_path / "a.safetensors").resolve()
+    assert locate("/mnt/elsewhere/a.safetensors", tmp_path) == (tmp_path / "a.safetensors").resolve()
+    for bad in ("/x/../../etc/passwd", "a.txt", ".safetensors"):
+        with pytest.raises(BadServerReply):
+            locate(bad, tmp_path)
