@@ -2,10 +2,10 @@
 
 The Python API (docs/python-api.md), imported on first use so that ``import eagle_audit`` stays light::
 
-    from eagle_audit import State, accept_rate, audit_layers, capture, fingerprint, load_target
+    from eagle_audit import State, accept_rate, audit_layers, capture, check, fingerprint, load_target
 
-``eagle_audit.capture`` and ``eagle_audit.fingerprint`` are the API functions, although modules of those
-names exist (the capture hooks, the fingerprint command): import from the modules explicitly
+``eagle_audit.capture``, ``eagle_audit.check`` and ``eagle_audit.fingerprint`` are the API functions,
+although modules of those names exist (the capture hooks, the fingerprint command): import from the modules explicitly
 (``from eagle_audit.capture import capture_states``), which keeps working.
 """
 
@@ -14,10 +14,10 @@ import types as _types
 
 __version__ = "0.1.0"
 
-_API = {"audit_layers": ".api", "accept_rate": ".api", "capture": ".api", "load_target": ".api",
+_API = {"audit_layers": ".api", "accept_rate": ".api", "capture": ".api", "check": ".api", "load_target": ".api",
         "State": ".states", "AuditError": ".errors"}
 #: API names that are also submodule names: importing the submodule must not replace the function here.
-_SHADOWED = {"capture", "fingerprint"}
+_SHADOWED = {"capture", "check", "fingerprint"}
 
 __all__ = ["__version__", "fingerprint", *_API]
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     import torch
 
     from .accept.run import AcceptResult
+    from .check.result import CheckResult
     from .result import LayersResult
     from .target import LoadedTarget
 
@@ -118,6 +119,37 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
                          gen_batch=gen_batch, device=device, dtype=dtype, device_map=device_map,
                          use_installed_engine=use_installed_engine)
     return run_accept(opts, progress=progress)
+
+
+def check(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
+          trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
+          trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
+          max_tokens: int = 256, static: bool = False, fingerprint: bool = False, num_steps: int = 3, topk: int = 1,
+          num_draft_tokens: int | None = None, max_new_tokens: int = 64, tolerance: float = 0.1, gen_batch: int = 16,
+          fail_under: float | None = None, fail_under_positions: Sequence[float] = (), device: str = "cpu",
+          dtype: str = "auto", device_map: str | None = None, use_installed_engine: bool = True,
+          progress: Progress | None = None) -> CheckResult:
+    """``eagle-audit check``: the static audit, then (weights present) the captured comparison, the
+    fingerprint where the trained wiring is assumed (always with ``fingerprint``) and the accept-rate cost,
+    on one loaded target (docs/check.md). ``result.verdict`` says what is wrong, which stage showed it, what
+    it costs and the fix; ``result.verdict.gate`` lists the ``fail_under`` thresholds not met."""
+    from .check.run import CheckOptions, run_check
+
+    target, draft = _defaults(target, draft)
+    if isinstance(fail_under_positions, (str, bytes)) or not isinstance(fail_under_positions, Sequence):
+        raise TypeError(f"fail_under_positions: expected a sequence of numbers such as [0.4, 0.2, 0.1], got "
+                        f"{type(fail_under_positions).__name__}")
+    opts = CheckOptions(target=target, draft=draft, engine=_path(engine, "engine"),
+                        trainer=None if trainer is None else _path(trainer, "trainer"),
+                        trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
+                        trained_ids=_ints(trained_ids, "trained_ids"),
+                        prompts=None if prompts is None else _path(prompts, "prompts"), max_prompts=max_prompts,
+                        max_tokens=max_tokens, static=static, fingerprint=fingerprint, num_steps=num_steps,
+                        topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
+                        tolerance=tolerance, gen_batch=gen_batch, fail_under=fail_under,
+                        fail_under_positions=tuple(fail_under_positions), device=device, dtype=dtype,
+                        device_map=device_map, use_installed_engine=use_installed_engine)
+    return run_check(opts, progress=progress)
 
 
 def load_target(target: PathLike | None = None, *, device: str = "cpu", dtype: str = "auto",

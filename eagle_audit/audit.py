@@ -117,13 +117,14 @@ def _measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: l
 
 
 def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
-               progress: Callable[[int, int], None] | None = None) -> LayersResult:
+               progress: Callable[[int, int], None] | None = None, source=None) -> LayersResult:
+    """``source``: an open state source to take the target's states from (else one is opened)."""
     prompts = None
     if not opts.static:  # a bad prompts file fails before the target is loaded
         from .prompts import load_prompts
 
         prompts = load_prompts(opts.prompts, opts.max_prompts)
-    p = prepare(opts, load_weights=not opts.static, device_map=opts.device_map, status=status)
+    p = prepare(opts, load_weights=not opts.static, device_map=opts.device_map, status=status, source=source)
     draft, engine, target, info, res, trainer, notes = p.draft, p.engine, p.target, p.info, p.resolution, p.trainer, p.notes
     stats, heat, tokens, n_prompts, agreement = None, None, 0, 0, None
     if target is not None:

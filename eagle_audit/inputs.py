@@ -80,10 +80,11 @@ def source_request(opts: AuditInputs, device_map: str | None = None):
 
 def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | None = None,
             status: Callable[[str], None] | None = None, notes: list[str] | None = None,
-            inputs: tuple[DraftSpec, Convention] | None = None) -> Prepared:
+            inputs: tuple[DraftSpec, Convention] | None = None, source=None) -> Prepared:
     """Read the draft and the engine's rules (or take ``inputs`` from :func:`read_inputs`), load the target
     (or only its config without ``load_weights``), check that the draft fits it, and resolve the trained and
-    the served wiring."""
+    the served wiring. ``source``: a state source already open (``check`` hands each stage the one it opened:
+    one load, the memo shared); else one is opened here."""
     from .diagnose import check_target_fit
     from .resolution import resolve_audit
     from .source import open_source
@@ -93,9 +94,12 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
     draft, engine = inputs if inputs is not None else read_inputs(opts, notes)
     target = None
     if load_weights:
-        if status:
-            status(f"loading target {opts.target}")
-        target = open_source(source_request(opts, device_map), status)
+        if source is not None:
+            target = source
+        else:
+            if status:
+                status(f"loading target {opts.target}")
+            target = open_source(source_request(opts, device_map), status)
         info = target.info
     else:
         info = target_info(os.fspath(opts.target))

@@ -109,7 +109,7 @@ def _run_examples(commands: set[str], cwd: Path) -> None:
 
 
 def test_readme_examples_run_with_their_exit_codes(audit_cache, tmp_path, monkeypatch):
-    assert [cmd.split()[1] for cmd, _ in _examples()] == ["layers", "report", "accept-rate"]
+    assert [cmd.split()[1] for cmd, _ in _examples()] == ["layers", "report", "accept-rate", "check"]
     monkeypatch.chdir(tmp_path)
     _run_examples({"layers", "report"}, tmp_path)
     assert json.loads((tmp_path / "result.json").read_text())["verdict"] == "mismatch"
@@ -121,6 +121,21 @@ def test_readme_examples_run_with_their_exit_codes(audit_cache, tmp_path, monkey
 def test_readme_accept_rate_example(audit_cache, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     _run_examples({"accept-rate"}, tmp_path)
+
+
+@pytest.mark.full  # every stage on SmolLM2, the fingerprint's search included: about a minute on 2 cores
+def test_readme_check_example_and_its_output(audit_cache, tmp_path, monkeypatch):
+    """The README's check example exits as it says, and the lines it quotes are the real output's."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "120")
+    (cmd, code), = [(c, k) for c, k in _examples() if c.split()[1] == "check"]
+    res = CliRunner().invoke(app, shlex.split(cmd)[1:])
+    assert res.exit_code == code, res.output
+    quoted = README.split("eagle-audit check --json check.json")[1].split("```\n", 2)[2].split("```")[0]
+    words = lambda text: " ".join(text.split())  # noqa: E731 (the terminal wraps where it likes)
+    for line in quoted.splitlines()[1:]:
+        assert words(line) in words(res.stdout), line
+    assert json.loads((tmp_path / "check.json").read_text())["verdict"]["status"] == "mismatch"
 
 
 def test_version():

@@ -170,7 +170,9 @@ def _semantics(f: DraftFlags) -> str:
 
 
 def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
-               progress: Callable[[int, int], None] | None = None) -> AcceptResult:
+               progress: Callable[[int, int], None] | None = None, source=None) -> AcceptResult:
+    """``source``: an open state source to take the target's states and continuations from (else one is
+    opened)."""
     say = status or (lambda m: None)
     settings = make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
     if not isinstance(opts.tolerance, (int, float)) or not math.isfinite(opts.tolerance) or opts.tolerance < 0:
@@ -192,7 +194,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
 
     if isinstance(opts.gen_batch, bool) or not isinstance(opts.gen_batch, int) or opts.gen_batch < 1:
         raise BadOption(f"gen_batch: must be an integer >= 1, got {shown(opts.gen_batch)}", options="gen_batch")
-    p = prepare(opts, device_map=opts.device_map, status=say, notes=notes, inputs=(spec, engine))
+    p = prepare(opts, device_map=opts.device_map, status=say, notes=notes, inputs=(spec, engine), source=source)
     target, info, res, trainer, aux = p.target, p.info, p.resolution, p.trainer, p.aux
     trained, served = res.trained.wiring, res.served.wiring
     flags = {"trained": res.trained.flags, "served": res.served.flags}

@@ -8,9 +8,9 @@ from typing import Annotated, Optional
 import typer
 
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
-from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import AuditArgs, audit_command, error_edge, in_range, reporter, use_threads
+from .common import (AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens, NumSteps,
+                     Tolerance, TopK, audit_command, err, error_edge, in_range, reporter, use_threads)
 
 
 @contextmanager
@@ -33,11 +33,11 @@ def server_hints():
 def accept_rate(
     ctx: typer.Context,
     args: AuditArgs,
-    num_steps: Annotated[int, typer.Option("--num-steps", help="Draft steps per round (SGLang --speculative-num-steps).", min=1, max=MAX_NUM_STEPS)] = 3,
-    topk: Annotated[int, typer.Option("--topk", help="Draft branching (SGLang --speculative-eagle-topk): 1 = chain, > 1 = tree (needs --num-draft-tokens; not with --live).", min=1, max=MAX_TOPK)] = 1,
-    num_draft_tokens: Annotated[Optional[int], typer.Option("--num-draft-tokens", help="SGLang --speculative-num-draft-tokens (root included); with --topk 1 it is forced to num_steps + 1; with --topk > 1, num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2.", min=2)] = None,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=MAX_NEW_TOKENS)] = 64,
-    tolerance: Annotated[float, typer.Option("--tolerance", help="Exit 1 when served accept length is more than this below trained (finite, >= 0).", callback=in_range(0))] = 0.1,
+    num_steps: NumSteps = 3,
+    topk: TopK = 1,
+    num_draft_tokens: NumDraftTokens = None,
+    max_new_tokens: MaxNewTokens = 64,
+    tolerance: Tolerance = 0.1,
     live: Annotated[bool, typer.Option("--live", help="Also run real draft-then-verify decoding (served wiring): tokens/s, speedup, lossless check.")] = False,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang or vLLM server to read accept length from, for the same prompts.")] = None,
     server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
@@ -51,7 +51,9 @@ def accept_rate(
     server_deadline: Annotated[float, typer.Option(
         "--server-deadline", help="Seconds the whole --server reading may take.",
         callback=in_range(0, 7 * 86400, lo_open=True))] = DEFAULT_DEADLINE,
-    gen_batch: Annotated[int, typer.Option("--gen-batch", min=1, help="Prompts the target continues together (left-padded, one KV cache); 1 = one at a time. --live always generates one at a time.")] = 16,
+    gen_batch: GenBatch = 16,
+    fail_under: FailUnder = None,
+    fail_under_positions: FailUnderPositions = None,
 ) -> None:
     """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
     under the engine's, and with each mis-wired slot corrected alone.
@@ -71,13 +73,20 @@ def accept_rate(
 
       eagle-audit accept-rate -d ./draft --trained-boundaries 0,3,16 --live --server http://127.0.0.1:30000
 
-    Exit codes: 0 served is within --tolerance of trained, 1 served loses more, 2 bad input, 3 internal error.
+      eagle-audit accept-rate -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4,0.2,0.1    # a CI gate
+
+    Exit codes: 0 served is within --tolerance of trained (and every --fail-under gate passes), 1 served loses
+    more (or a gate fails: one line says which), 2 bad input, 3 internal error.
     """
     with error_edge():
         use_threads(args.threads)
         from ..accept.render import render_accept
         from ..accept.run import AcceptOptions, run_accept
 
+        from ..gate import Gate, failures, parse_positions, reason
+
+        gate = Gate(fail_under, parse_positions(fail_under_positions))
+        gate.fits(num_steps)
         args = args.with_defaults()
         args.check_outputs()
         opts = AcceptOptions(**args.library(ctx), num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens,
@@ -87,4 +96,7 @@ def accept_rate(
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
         args.emit(result, render_accept)
-    raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)
+        failed = failures(gate, result.to_json())
+        if failed:
+            err.print(reason(failed), highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(EXIT_OK if result.verdict == "match" and not failed else EXIT_MISMATCH)

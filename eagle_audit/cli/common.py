@@ -28,6 +28,7 @@ except ImportError:  # older typer runs on click itself
     from click.exceptions import NoArgsIsHelpError
 
 from .. import outputs
+from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from ..errors import EXIT_INTERNAL, AuditError
 
 out = Console()  # data: tables
@@ -64,6 +65,19 @@ Threads = Annotated[Optional[int], typer.Option(
     "--threads", min=1, help="CPU threads for torch. Default: OMP_NUM_THREADS if set, else the physical cores this "
     "process may use less the 1-minute load average, at least 1 (no oversubscription on a busy machine).")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write JSON, HTML and Markdown reports into DIR (e.g. reports/).")]
+
+# the acceptance settings and CI gates accept-rate and check share
+NumSteps = Annotated[int, typer.Option("--num-steps", help="Draft steps per round (SGLang --speculative-num-steps).", min=1, max=MAX_NUM_STEPS)]
+TopK = Annotated[int, typer.Option("--topk", help="Draft branching (SGLang --speculative-eagle-topk): 1 = chain, > 1 = tree (needs --num-draft-tokens; not with --live).", min=1, max=MAX_TOPK)]
+NumDraftTokens = Annotated[Optional[int], typer.Option("--num-draft-tokens", help="SGLang --speculative-num-draft-tokens (root included); with --topk 1 it is forced to num_steps + 1; with --topk > 1, num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2.", min=2)]
+MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=MAX_NEW_TOKENS)]
+GenBatch = Annotated[int, typer.Option("--gen-batch", min=1, help="Prompts the target continues together (left-padded, one KV cache); 1 = one at a time. --live always generates one at a time.")]
+FailUnder = Annotated[Optional[float], typer.Option(
+    "--fail-under", help="CI gate: exit 1 when the served accept length (simulated, and the server's with --server) is "
+    "below this.", min=0.0)]
+FailUnderPositions = Annotated[Optional[str], typer.Option(
+    "--fail-under-positions", help="CI gate: exit 1 when the acceptance at draft position i (share of verifies that "
+    "accepted draft i) is below the i-th threshold, e.g. 0.4,0.2,0.1.")]
 
 
 @dataclass(frozen=True)
@@ -417,3 +431,7 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
         return value
 
     return check
+
+
+#: shared by accept-rate and check (here: it needs in_range)
+Tolerance = Annotated[float, typer.Option("--tolerance", help="Exit 1 when served accept length is more than this below trained (finite, >= 0).", callback=in_range(0))]

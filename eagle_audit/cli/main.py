@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from .accept_rate import accept_rate
+from .check import check
 from .common import Group
 from .fingerprint import fingerprint
 from .layers import layers
@@ -49,6 +50,7 @@ app.command("layers")(layers)
 app.command("accept-rate")(accept_rate)
 app.command("train-canary")(train_canary)
 app.command("fingerprint")(fingerprint)
+app.command("check")(check)
 app.command("probe")(probe)
 app.command("report")(report)
 

@@ -268,7 +268,9 @@ def _bound(s: State) -> str:
 
 
 def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | None = None,
-                    progress: Callable[[int, int], None] | None = None) -> FingerprintResult:
+                    progress: Callable[[int, int], None] | None = None, source=None) -> FingerprintResult:
+    """``source``: an open state source to take the target's states and continuations from (else one is
+    opened)."""
     import time
 
     from ..prompts import encode, load_prompts
@@ -282,8 +284,9 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     spec = read_draft(opts.draft)
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
-    say(f"loading target {opts.target}")
-    target = open_source(SourceRequest(opts.target, opts.device, opts.dtype), say)
+    if source is None:
+        say(f"loading target {opts.target}")
+    target = source if source is not None else open_source(SourceRequest(opts.target, opts.device, opts.dtype), say)
     info = target.info
     check_target_fit(spec, info)
     declared, trainer = resolve_trained(spec, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)

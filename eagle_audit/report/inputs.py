@@ -15,6 +15,10 @@ A report renders one of three documents, all plain JSON dicts:
 ``eagle-audit/fingerprint/1``
     a ``fingerprint`` result (:meth:`eagle_audit.fingerprint.result.FingerprintResult.to_json`), reported
     on its own (never merged).
+``eagle-audit/check/1``
+    a ``check`` result (:meth:`eagle_audit.check.result.CheckResult.to_json`): rendered as its layers audit
+    (the captured stage, else the static one) and its accept-rate stage, below a section per stage and the
+    one verdict (the merged form's ``check`` key).
 
 :func:`normalize` turns any of them into the merged form; nothing else in the package reads schemas.
 """
@@ -31,6 +35,7 @@ from ..result import LAYERS_SCHEMA
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 REPORT_SCHEMA = "eagle-audit/report/1"
 FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/1"
+CHECK_SCHEMA = "eagle-audit/check/1"
 
 #: schema -> the key that document takes in a merged report
 KINDS = {LAYERS_SCHEMA: "layers", ACCEPT_SCHEMA: "accept_rate", FINGERPRINT_SCHEMA: "fingerprint"}
@@ -81,8 +86,10 @@ def normalize(data: Any, where: str = "result") -> dict:
         if layers is not None and accept is not None:
             _same_subject(layers, accept)
         return {"schema": REPORT_SCHEMA, "layers": layers, "accept_rate": accept}
+    if schema == CHECK_SCHEMA:
+        return _from_check(data, where)
     if schema not in KINDS:
-        known = ", ".join([*KINDS, REPORT_SCHEMA])
+        known = ", ".join([*KINDS, REPORT_SCHEMA, CHECK_SCHEMA])
         shown = repr(schema) if schema is not None else "no 'schema' key"
         raise BadResult(f"{where}: unknown result schema ({shown}); this eagle-audit reads: {known}",
                         hint="results come from eagle-audit layers --json FILE or eagle-audit accept-rate --json FILE")
@@ -90,6 +97,33 @@ def normalize(data: Any, where: str = "result") -> dict:
     merged: dict[str, Any] = {"schema": REPORT_SCHEMA, "layers": None, "accept_rate": None}
     merged[KINDS[schema]] = dict(data)  # a fingerprint result adds its own key
     return merged
+
+
+def _from_check(data: Mapping[str, Any], where: str) -> dict:
+    """A check result -> the merged form, with its verdict and stages under ``check``."""
+    stages, verdict = data.get("stages"), data.get("verdict")
+    if not isinstance(stages, list) or not all(isinstance(s, Mapping) and isinstance(s.get("name"), str)
+                                               for s in stages):
+        raise BadResult(f"{where}: key 'stages' should be a JSON array of stage objects")
+    if not isinstance(verdict, Mapping):
+        raise BadResult(f"{where}: key 'verdict' should be a JSON object")
+    by = {s["name"]: s for s in stages}
+    pick = lambda *names: next((by[n]["result"] for n in names if n in by and by[n].get("result")), None)  # noqa: E731
+    layers, accept, fp = pick("captured", "static"), pick("accept_rate"), pick("fingerprint")
+    if layers is None and accept is None:
+        raise BadResult(f"{where}: a check result whose layers and accept-rate stages did not run has nothing to "
+                        "render beyond its JSON")
+    if layers is not None:
+        _check(layers, LAYERS_SCHEMA, f"{where}: layers stage")
+    if accept is not None:
+        _check(accept, ACCEPT_SCHEMA, f"{where}: accept-rate stage")
+    if fp is not None:
+        _check(fp, FINGERPRINT_SCHEMA, f"{where}: fingerprint stage")
+    summary = {"verdict": dict(verdict), "source": data.get("source"),
+               "stages": [{k: v for k, v in s.items() if k != "result"} for s in stages],
+               "fingerprint": ({"wiring": "[" + ", ".join(sl.get("text", "?") for sl in fp["inferred"].get("slots", []))
+                                + "]", "confidence": fp["inferred"].get("confidence")} if fp else None)}
+    return {"schema": REPORT_SCHEMA, "layers": layers, "accept_rate": accept, "check": summary}
 
 
 def merge(*documents: Mapping[str, Any]) -> dict:

@@ -15,6 +15,7 @@ from .. import __version__
 from ..result import CODES
 from . import figures
 from .acceptance import AcceptView, accept_view, as_dict, as_list, label, number
+from .check import CheckView, check_view
 from .fingerprint import FingerprintView, fingerprint_view
 from .inputs import normalize
 
@@ -107,6 +108,7 @@ class View:
     accept: AcceptView | None
     provenance: list[ProvenanceView]
     fingerprint: FingerprintView | None = None
+    check: CheckView | None = None  # a check result: its verdict and a row per stage, above the rest
     generator: str = field(default=f"eagle-audit {__version__}")
 
 
@@ -155,12 +157,17 @@ def build_view(data: Mapping[str, Any]) -> View:
     if accept is not None:
         provenance.append(_provenance("accept-rate", accept))
     head = verdict if layers is not None else "accept rate" + (f": {verdict}" if verdict else "")
-    return View(
+    view = View(
         title=f"eagle-audit: {head} · {tname} ← {dname}", has_layers=layers is not None, verdict=verdict,
         headline=head, summary=summary, accept_line=accept_line, target=tname, target_detail=_target_detail(target),
         draft=dname,
         draft_detail=_draft_detail(draft), engine=engine, findings=findings, errors=errors, warnings=warnings, fix=fix,
         slots=slots, wiring=wiring, heatmap=heat, heatmap_note=heat_note, accept=acc_view, provenance=provenance)
+    if doc.get("check") is not None:
+        cv = check_view(doc["check"])
+        view = replace(view, check=cv, verdict=cv.status, headline=f"check: {cv.status}",
+                       title=f"eagle-audit check: {cv.status} · {tname} ← {dname}")
+    return view
 
 
 def _fingerprint_page(fp: Mapping[str, Any]) -> View:

@@ -24,7 +24,9 @@ def report_name(data: Mapping[str, Any]) -> str:
     doc = normalize(data)
     subject = next(doc[k] for k in ("layers", "accept_rate", "fingerprint") if doc.get(k) is not None)
     target, draft = subject.get("target") or {}, subject.get("draft") or {}
-    if doc["layers"] is not None:
+    if doc.get("check") is not None:
+        head = ["check", doc["check"]["verdict"].get("status")]
+    elif doc["layers"] is not None:
         head = [doc["layers"]["verdict"]]
     elif doc.get("fingerprint") is not None:
         head = ["fingerprint", doc["fingerprint"]["verdict"]]

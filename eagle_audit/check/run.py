@@ -1,0 +1,207 @@
+"""``check``, end to end: the static audit, then (weights present) the captured comparison, the fingerprint
+where the trained wiring rests on an assumption (or always with ``fingerprint``), and the accept-rate cost,
+each stage taking the target, prompts, captures and continuations of the ones before it from one state
+source (:mod:`eagle_audit.source`: one load, no teacher-forced forward or continuation twice).
+
+Assumptions, named:
+
+* A target directory with a config and no weight files (``*.safetensors``, ``*.bin``, ``*.pt``, ``*.pth``)
+  has no weights: the stages after the static one say so and do not run.
+* The captured comparison supersedes the static prediction where it ran (both diagnose the same wiring; the
+  captured one also measured it); the static findings stay in its section.
+* Where the fingerprint reads a trained wiring other than the declared one (``TRAINED_WIRING_DIFFERS``), the
+  accept-rate stage costs the wiring the weights say (its states, the declared trainer's draft flags), and the
+  fix is the fingerprint's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Callable
+
+from ..errors import AuditError
+from ..fingerprint.suggest import MEASURED
+from ..gate import Gate, failures
+from ..inputs import AuditInputs
+from .result import STAGES, CheckResult, Problem, Stage, Verdict
+
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+@dataclass(frozen=True)
+class CheckOptions(AuditInputs):
+    static: bool = False  # the static audit only (no weights loaded)
+    fingerprint: bool = False  # always run the fingerprint (else: when the trained wiring rests on an assumption)
+    num_steps: int = 3
+    topk: int = 1
+    num_draft_tokens: int | None = None
+    max_new_tokens: int = 64
+    tolerance: float = 0.1
+    gen_batch: int = 16
+    resamples: int = 1000
+    device_map: str | None = None
+    fail_under: float | None = None
+    fail_under_positions: tuple[float, ...] = ()
+    # served: a server URL for the served measurements joins here once that path lands
+
+
+def no_weights(target: str) -> str | None:
+    """Why ``target`` has no weights to load (None: it has, or it is a file / hub id: loading will tell)."""
+    p = Path(os.path.expanduser(target))
+    if p.is_dir() and (p / "config.json").is_file():
+        if not any(f.name.endswith(WEIGHT_SUFFIXES) for f in p.iterdir()):
+            return f"{target} holds a config and no weights (no {', '.join('*' + s for s in WEIGHT_SUFFIXES)})"
+    return None
+
+
+def _base(opts: CheckOptions) -> dict:
+    return {f.name: getattr(opts, f.name) for f in fields(AuditInputs)}
+
+
+def _timed(name: str, run: Callable[[], object]) -> Stage:
+    t0 = time.perf_counter()
+    try:
+        result = run()
+    except AuditError as e:  # a stage that cannot run says why; the others go on
+        return Stage(name, False, f"could not run: {e.message}", None, time.perf_counter() - t0)
+    return Stage(name, True, None, result, time.perf_counter() - t0)
+
+
+def _skip(name: str, why: str) -> Stage:
+    return Stage(name, False, why)
+
+
+def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
+              progress: Callable[[int, int], None] | None = None) -> CheckResult:
+    from ..audit import LayersOptions, run_layers  # torch-free: a static check never imports torch
+
+    say = status or (lambda m: None)
+    gate = Gate(opts.fail_under, tuple(opts.fail_under_positions))
+    gate.fits(opts.num_steps)
+    base = _base(opts)
+    weights = not opts.static and no_weights(os.fspath(opts.target)) is None
+    if weights:  # bad settings or a bad prompts file fail before anything loads
+        from ..accept.run import make_settings
+        from ..prompts import load_prompts
+
+        make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
+        load_prompts(opts.prompts, opts.max_prompts)
+    stages: dict[str, Stage] = {}
+    if opts.trainer == MEASURED:
+        stages["static"] = _skip("static", f"trainer {MEASURED}: the trained wiring is measured on the weights; "
+                                 "the configs alone predict nothing")
+    else:
+        say("stage static: the configs and the engine's rules")
+        t0 = time.perf_counter()
+        stages["static"] = Stage("static", True, None, run_layers(LayersOptions(**base, static=True), say),
+                                 time.perf_counter() - t0)
+    why = "--static: the configs only" if opts.static else no_weights(os.fspath(opts.target))
+    source = None
+    if why is None:
+        from ..inputs import source_request
+        from ..source import open_source
+
+        say(f"loading target {opts.target}")
+        try:
+            source = open_source(source_request(opts, opts.device_map), say)
+        except AuditError as e:
+            why = f"the target cannot be loaded: {e.message}"
+    if source is None:
+        for name in STAGES[1:]:
+            stages[name] = _skip(name, f"needs the target's weights; {why}")
+    else:
+        from ..accept.run import AcceptOptions, run_accept
+        from ..fingerprint.run import FingerprintOptions, run_fingerprint
+
+        say("stage captured: the trained and served states on the target")
+        stages["captured"] = _timed("captured", lambda: run_layers(
+            LayersOptions(**base, device_map=opts.device_map), say, progress, source=source))
+        stages["fingerprint"] = _fingerprint_stage(opts, stages["captured"], source, say, progress,
+                                                   FingerprintOptions, run_fingerprint)
+        trained = _measured_trained(stages["fingerprint"])
+        accept_base = {**base, "trained_boundaries": trained} if trained else base
+        say("stage accept_rate: what the wiring costs in accept length")
+        stages["accept_rate"] = _timed("accept_rate", lambda: run_accept(AcceptOptions(
+            **accept_base, num_steps=opts.num_steps, topk=opts.topk, num_draft_tokens=opts.num_draft_tokens,
+            max_new_tokens=opts.max_new_tokens, tolerance=opts.tolerance, gen_batch=opts.gen_batch,
+            device_map=opts.device_map), say, progress, source=source))
+    ordered = tuple(stages[n] for n in STAGES)
+    verdict = combine(ordered, gate)
+    src = {"spec": source.spec.to_json(), "counts": asdict(source.counts)} if source is not None else None
+    from .. import __version__
+
+    prov = {"eagle_audit": __version__, "command": opts.command}
+    return CheckResult(verdict, ordered, src, gate.to_json(), prov)
+
+
+def _fingerprint_stage(opts, captured: Stage, source, say, progress, FingerprintOptions, run_fingerprint) -> Stage:
+    if opts.trainer == MEASURED:
+        return _skip("fingerprint", f"trainer {MEASURED}: the captured stage measured the trained wiring on the "
+                     "draft's weights already")
+    if not opts.fingerprint:
+        hint = captured.result.suggestions if captured.result is not None else ()
+        if not hint:
+            return _skip("fingerprint", "the trained wiring is given, not assumed (--fingerprint measures it anyway)"
+                         if captured.ran else f"the captured stage did not run ({captured.why})")
+    say("stage fingerprint: the trained wiring read off the draft's weights")
+    tb = opts.trained_boundaries
+    return _timed("fingerprint", lambda: run_fingerprint(FingerprintOptions(
+        target=os.fspath(opts.target), draft=os.fspath(opts.draft), engine=os.fspath(opts.engine),
+        trainer=opts.trainer, trained_boundaries=tb, trained_ids=opts.trained_ids, prompts=opts.prompts,
+        max_prompts=opts.max_prompts, max_tokens=opts.max_tokens, max_new_tokens=opts.max_new_tokens,
+        device=opts.device, dtype=opts.dtype, use_installed_engine=opts.use_installed_engine,
+        resamples=opts.resamples, command=opts.command), say, progress, source=source))
+
+
+def _measured_trained(fp: Stage):
+    """The trained states the weights say, where they say other than the declared wiring (else None)."""
+    r = fp.result
+    if r is None or r.inferred is None or not any(f.code == "TRAINED_WIRING_DIFFERS" for f in r.errors):
+        return None
+    declared = r.declared.states
+    if len(declared) != len(r.slots):
+        return tuple(r.best)
+    return tuple(d if sl.admits(d) else sl.best for sl, d in zip(r.slots, declared))
+
+
+def combine(stages: tuple[Stage, ...], gate: Gate) -> Verdict:
+    by = {s.name: s for s in stages}
+    layers = by["captured"] if by["captured"].ran else by["static"]
+    shown: dict[tuple[str, int | None], list[str]] = {}
+    what: dict[tuple[str, int | None], str] = {}
+    for name in ("static", "captured", "fingerprint"):
+        st = by[name]
+        if not st.ran:
+            continue
+        for f in st.result.errors:
+            key = (f.code, f.slot)
+            shown.setdefault(key, []).append(name)
+            if key not in what or name == "captured":  # the captured stage's words carry the measured cosine
+                what[key] = f.what
+    keep = set()
+    for name in (layers.name, "fingerprint"):
+        if by[name].ran:
+            keep |= {(f.code, f.slot) for f in by[name].result.errors}
+    problems = tuple(Problem(c, s, what[(c, s)], tuple(shown[(c, s)])) for (c, s) in shown if (c, s) in keep)
+    order = {n: i for i, n in enumerate(STAGES)}
+    sure = max((n for p in problems for n in p.shown_by), key=order.__getitem__, default=None)
+    acc = by["accept_rate"]
+    cost = None
+    if acc.ran:
+        r = acc.result
+        t, s = r.al("trained"), r.al("served")
+        cost = {"trained": t, "served": s, "loss": (t - s) if t is not None and s is not None else None,
+                "per_position": {k: list(v.per_position) for k, v in r.stats.items() if v is not None},
+                "attribution": [a.to_json() for a in r.attribution], "failures": dict(r.failures)}
+    fp = by["fingerprint"]
+    fix, fix_from = None, None
+    if fp.ran and _measured_trained(fp) is not None and fp.result.fix is not None:
+        fix, fix_from = fp.result.fix, "fingerprint"
+    elif layers.ran and layers.result.fix is not None:
+        fix, fix_from = layers.result.fix, layers.name
+    mismatch = bool(problems) or (acc.ran and acc.result.verdict == "mismatch")
+    lines = tuple(failures(gate, acc.result.to_json() if acc.ran else None, acc.why))
+    return Verdict("mismatch" if mismatch else "match", problems, sure, cost, fix, fix_from, lines)

@@ -1,0 +1,65 @@
+"""`eagle-audit check`: every stage of the audit in one command, one verdict."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ..errors import EXIT_MISMATCH, EXIT_OK
+from .common import (AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens, NumSteps,
+                     Tolerance, TopK, audit_command, err, error_edge, reporter, use_threads)
+
+
+@audit_command
+def check(
+    ctx: typer.Context,
+    args: AuditArgs,
+    static: Annotated[bool, typer.Option("--static", help="The static audit only: no target weights are loaded.")] = False,
+    fingerprint: Annotated[bool, typer.Option("--fingerprint", help="Always read the trained wiring off the draft's weights (default: only where it rests on an assumption).")] = False,
+    num_steps: NumSteps = 3,
+    topk: TopK = 1,
+    num_draft_tokens: NumDraftTokens = None,
+    max_new_tokens: MaxNewTokens = 64,
+    tolerance: Tolerance = 0.1,
+    gen_batch: GenBatch = 16,
+    fail_under: FailUnder = None,
+    fail_under_positions: FailUnderPositions = None,
+) -> None:
+    """Why is my accept length low? The static audit, then (with the target's weights) the captured
+    comparison, the fingerprint where the trained wiring is assumed, and the accept-rate cost, in one run:
+    one target load, no forward twice. One verdict: what is wrong, which stage showed it, what it costs,
+    the fix.
+
+    Examples:
+
+      eagle-audit check                                          # SmolLM2 + the demo draft
+
+      eagle-audit check -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --report reports/
+
+      eagle-audit check -t ./config-only -d ./my-eagle3 --static   # configs only, seconds (CI)
+
+      eagle-audit check -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4,0.2,0.1
+
+    Exit codes: 0 no stage found the wiring wrong (and every gate passes), 1 a mismatch (or a gate fails: one
+    line says which), 2 bad input, 3 internal error.
+    """
+    with error_edge():
+        use_threads(args.threads)
+        from ..check.render import render_check
+        from ..check.run import CheckOptions, run_check
+        from ..gate import parse_positions, reason
+
+        args = args.with_defaults()
+        args.check_outputs()
+        opts = CheckOptions(**args.library(ctx), static=static, fingerprint=fingerprint, num_steps=num_steps,
+                            topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
+                            tolerance=tolerance, gen_batch=gen_batch, device_map=args.device_map,
+                            fail_under=fail_under, fail_under_positions=parse_positions(fail_under_positions))
+        with reporter(args.json_out) as (status, progress):
+            result = run_check(opts, status, progress)
+        args.emit(result, render_check)
+        v = result.verdict
+        if v.gate:
+            err.print(reason(v.gate), highlight=False, markup=False, soft_wrap=True)
+    raise typer.Exit(EXIT_OK if v.status == "match" and not v.gate else EXIT_MISMATCH)
