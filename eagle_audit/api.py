@@ -128,11 +128,14 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
           num_draft_tokens: int | None = None, max_new_tokens: int = 64, tolerance: float = 0.1, gen_batch: int = 16,
           fail_under: float | None = None, fail_under_positions: Sequence[float] = (), device: str = "cpu",
           dtype: str = "auto", device_map: str | None = None, use_installed_engine: bool = True,
-          progress: Progress | None = None) -> CheckResult:
+          server: str | None = None, server_kind: str = "auto", server_api_key: str | None = None,
+          hidden_states_dir: PathLike | None = None, progress: Progress | None = None) -> CheckResult:
     """``eagle-audit check``: the static audit, then (weights present) the captured comparison, the
     fingerprint where the trained wiring is assumed (always with ``fingerprint``) and the accept-rate cost,
     on one loaded target (docs/check.md). ``result.verdict`` says what is wrong, which stage showed it, what
-    it costs and the fix; ``result.verdict.gate`` lists the ``fail_under`` thresholds not met."""
+    it costs and the fix; ``result.verdict.gate`` lists the ``fail_under`` thresholds not met. ``server``: a
+    capture-only server launched with the serving line for this draft (the served stage; vLLM also needs
+    ``hidden_states_dir``)."""
     from .check.run import CheckOptions, run_check
 
     target, draft = _defaults(target, draft)
@@ -148,7 +151,10 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
                         topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
                         tolerance=tolerance, gen_batch=gen_batch, fail_under=fail_under,
                         fail_under_positions=tuple(fail_under_positions), device=device, dtype=dtype,
-                        device_map=device_map, use_installed_engine=use_installed_engine)
+                        device_map=device_map, use_installed_engine=use_installed_engine, server=server,
+                        server_kind=server_kind, server_api_key=server_api_key,
+                        hidden_states_dir=None if hidden_states_dir is None else _path(hidden_states_dir,
+                                                                                         "hidden_states_dir"))
     return run_check(opts, progress=progress)
 
 

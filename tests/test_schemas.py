@@ -55,7 +55,7 @@ def test_layers_and_check_documents_keep_their_keys(tiny_targets, make_draft, co
                                    use_installed_engine=False)).to_json()
     assert set(check) == CHECK_KEYS and check["schema"] == SCHEMAS["check"]
     assert set(check["verdict"]) == CHECK_VERDICT_KEYS
-    assert [set(s) for s in check["stages"]] == [CHECK_STAGE_KEYS] * 4
+    assert [set(s) for s in check["stages"]] == [CHECK_STAGE_KEYS] * 5
     assert set(check["stages"][0]["result"]) == LAYERS_KEYS
     json.dumps(check)  # plain JSON
 

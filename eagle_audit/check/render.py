@@ -9,6 +9,7 @@ from rich.rule import Rule
 from .result import EVIDENCE, CheckResult
 
 TITLES = {"static": "static audit (configs)", "captured": "captured comparison (layers)",
+          "served": "served states (the running engine)",
           "fingerprint": "fingerprint (draft weights)", "accept_rate": "accept-rate cost"}
 
 
@@ -17,6 +18,8 @@ def _renderer(name: str):
         from ..render import render_layers
 
         return render_layers
+    if name == "served":
+        return render_served
     if name == "fingerprint":
         from ..fingerprint.render import render_fingerprint
 
@@ -24,6 +27,28 @@ def _renderer(name: str):
     from ..accept.render import render_accept
 
     return render_accept
+
+
+def render_served(result, console: Console) -> None:
+    from rich.table import Table
+
+    from ..render import render_findings_and_fix
+
+    console.print(f"[bold]server[/] {result.kind} {result.url}: {result.requests} requests, {result.tokens} tokens",
+                  highlight=False)
+    console.print(f"[bold]compared with[/] {result.launch}", highlight=False)
+    table = Table(title="each served slot against the local capture of every boundary")
+    for col in ("slot", "rules say", "served equals", "cosine", "min cosine", "rel. error", "verdict"):
+        table.add_column(col)
+    for m in result.matches:
+        table.add_row(str(m.slot), m.expected.label(), m.matched.label() if m.matched else f"none (nearest "
+                      f"{m.nearest.label()} {m.nearest_cosine:.4f})", f"{m.cosine:.4f}", f"{m.min_cosine:.4f}",
+                      f"{m.rel_error:.4f}", m.verdict)
+    console.print(table)
+    render_findings_and_fix(result.findings, None, console)
+    for n in result.notes:
+        console.print(f"note: {n}", style="dim", highlight=False)
+    console.print(f"verdict: {result.verdict} ({len(result.errors)} error(s))", highlight=False)
 
 
 def render_check(result: CheckResult, console: Console) -> None:

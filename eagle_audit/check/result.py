@@ -8,10 +8,11 @@ from typing import Any, Mapping
 CHECK_SCHEMA = "eagle-audit/check/1"
 
 #: the stages, in the order they run; each says what it rests on (how sure a finding it shows is)
-STAGES = ("static", "captured", "fingerprint", "accept_rate")
+STAGES = ("static", "captured", "served", "fingerprint", "accept_rate")
 EVIDENCE = {
     "static": "predicted from the configs and the engine's rules, no weights",
     "captured": "measured on the target's own states: cosines of the trained and the served states",
+    "served": "read from the running engine: the states it feeds against the local capture of every boundary",
     "fingerprint": "read off the draft's weights: the wiring it agrees with best",
     "accept_rate": "measured as accept length: simulated greedy verification",
 }
@@ -25,7 +26,7 @@ class Stage:
     name: str  # one of STAGES
     ran: bool
     why: str | None  # why it did not run (None when it ran)
-    result: Any = None  # LayersResult | FingerprintResult | AcceptResult
+    result: Any = None  # LayersResult | ServedCheck | FingerprintResult | AcceptResult
     seconds: float = 0.0
 
     @property

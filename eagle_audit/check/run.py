@@ -45,7 +45,13 @@ class CheckOptions(AuditInputs):
     device_map: str | None = None
     fail_under: float | None = None
     fail_under_positions: tuple[float, ...] = ()
-    # served: a server URL for the served measurements joins here once that path lands
+    # the served stage: a capture-only server launched with the serving line for this draft
+    server: str | None = None
+    server_kind: str = "auto"
+    server_api_key: str | None = None
+    server_timeout: float = 300.0
+    server_deadline: float = 3600.0
+    hidden_states_dir: str | None = None  # vLLM: the server's shared_storage_path, as this machine sees it
 
 
 def no_weights(target: str) -> str | None:
@@ -119,6 +125,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
         say("stage captured: the trained and served states on the target")
         stages["captured"] = _timed("captured", lambda: run_layers(
             LayersOptions(**base, device_map=opts.device_map), say, progress, source=source))
+        stages["served"] = _served_stage(opts, source, stages["captured"], say)
         stages["fingerprint"] = _fingerprint_stage(opts, stages["captured"], source, say, progress,
                                                    FingerprintOptions, run_fingerprint)
         trained = _measured_trained(stages["fingerprint"])
@@ -135,6 +142,22 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
 
     prov = {"eagle_audit": __version__, "command": opts.command}
     return CheckResult(verdict, ordered, src, gate.to_json(), prov)
+
+
+def _served_stage(opts, source, captured: Stage, say) -> Stage:
+    if opts.server is None:
+        return _skip("served", "no --server given (a capture-only server launched with the serving line for this "
+                     "draft: docs/server.md)")
+    from ..draft import read_draft
+    from ..prompts import encode, load_prompts
+    from .served import run_served
+
+    def run():
+        ids = encode(load_prompts(opts.prompts, opts.max_prompts), source.tokenizer, opts.max_tokens)
+        return run_served(opts, source, read_draft(os.fspath(opts.draft)).config, ids, say)
+
+    say("stage served: the states the running engine feeds")
+    return _timed("served", run)
 
 
 def _fingerprint_stage(opts, captured: Stage, source, say, progress, FingerprintOptions, run_fingerprint) -> Stage:
@@ -172,17 +195,17 @@ def combine(stages: tuple[Stage, ...], gate: Gate) -> Verdict:
     layers = by["captured"] if by["captured"].ran else by["static"]
     shown: dict[tuple[str, int | None], list[str]] = {}
     what: dict[tuple[str, int | None], str] = {}
-    for name in ("static", "captured", "fingerprint"):
+    for name in ("static", "captured", "served", "fingerprint"):
         st = by[name]
         if not st.ran:
             continue
         for f in st.result.errors:
             key = (f.code, f.slot)
             shown.setdefault(key, []).append(name)
-            if key not in what or name == "captured":  # the captured stage's words carry the measured cosine
+            if key not in what or name in ("captured", "served"):  # measured words: cosines, the served slot
                 what[key] = f.what
     keep = set()
-    for name in (layers.name, "fingerprint"):
+    for name in (layers.name, "served", "fingerprint"):
         if by[name].ran:
             keep |= {(f.code, f.slot) for f in by[name].result.errors}
     problems = tuple(Problem(c, s, what[(c, s)], tuple(shown[(c, s)])) for (c, s) in shown if (c, s) in keep)

@@ -9,8 +9,9 @@ import typer
 
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens, NumSteps,
-                     Tolerance, TopK, audit_command, err, error_edge, in_range, reporter, use_threads)
+from .common import (ApiKey, AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens,
+                     NumSteps, ServerDeadline, ServerKind, ServerTimeout, Tolerance, TopK, audit_command, err,
+                     error_edge, reporter, use_threads)
 
 
 @contextmanager
@@ -40,17 +41,10 @@ def accept_rate(
     tolerance: Tolerance = 0.1,
     live: Annotated[bool, typer.Option("--live", help="Also run real draft-then-verify decoding (served wiring): tokens/s, speedup, lossless check.")] = False,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang or vLLM server to read accept length from, for the same prompts.")] = None,
-    server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
-    api_key: Annotated[Optional[str], typer.Option(
-        "--api-key", help="Bearer token for a --server started with --api-key. Default: $VLLM_API_KEY then "
-        "$OPENAI_API_KEY for vLLM (the server itself reads VLLM_API_KEY), $OPENAI_API_KEY for SGLang (whose server "
-        "reads only --api-key). Never written to the JSON or the report.")] = None,
-    server_timeout: Annotated[float, typer.Option(
-        "--server-timeout", help="Seconds one --server request may take, connection to last byte.",
-        callback=in_range(0, 86400, lo_open=True))] = DEFAULT_TIMEOUT,
-    server_deadline: Annotated[float, typer.Option(
-        "--server-deadline", help="Seconds the whole --server reading may take.",
-        callback=in_range(0, 7 * 86400, lo_open=True))] = DEFAULT_DEADLINE,
+    server_kind: ServerKind = "auto",
+    api_key: ApiKey = None,
+    server_timeout: ServerTimeout = DEFAULT_TIMEOUT,
+    server_deadline: ServerDeadline = DEFAULT_DEADLINE,
     gen_batch: GenBatch = 16,
     fail_under: FailUnder = None,
     fail_under_positions: FailUnderPositions = None,

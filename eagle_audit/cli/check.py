@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
+from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens, NumSteps,
-                     Tolerance, TopK, audit_command, err, error_edge, reporter, use_threads)
+from .common import (ApiKey, AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens,
+                     NumSteps, ServerDeadline, ServerKind, ServerTimeout, Tolerance, TopK, audit_command, err,
+                     error_edge, reporter, use_threads)
 
 
 @audit_command
@@ -25,6 +27,12 @@ def check(
     gen_batch: GenBatch = 16,
     fail_under: FailUnder = None,
     fail_under_positions: FailUnderPositions = None,
+    server: Annotated[Optional[str], typer.Option("--server", help="URL of a capture-only SGLang or vLLM server launched with the serving line for this draft (docs/server.md): the served stage compares the states it feeds with the local capture.")] = None,
+    server_kind: ServerKind = "auto",
+    api_key: ApiKey = None,
+    hidden_states_dir: Annotated[Optional[str], typer.Option("--hidden-states-dir", help="vLLM --server: the folder its ExampleHiddenStatesConnector writes to (shared_storage_path), as this machine sees it.")] = None,
+    server_timeout: ServerTimeout = DEFAULT_TIMEOUT,
+    server_deadline: ServerDeadline = DEFAULT_DEADLINE,
 ) -> None:
     """Why is my accept length low? The static audit, then (with the target's weights) the captured
     comparison, the fingerprint where the trained wiring is assumed, and the accept-rate cost, in one run:
@@ -41,6 +49,8 @@ def check(
 
       eagle-audit check -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4,0.2,0.1
 
+      eagle-audit check -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --server http://127.0.0.1:30000
+
     Exit codes: 0 no stage found the wiring wrong (and every gate passes), 1 a mismatch (or a gate fails: one
     line says which), 2 bad input, 3 internal error.
     """
@@ -55,7 +65,10 @@ def check(
         opts = CheckOptions(**args.library(ctx), static=static, fingerprint=fingerprint, num_steps=num_steps,
                             topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
                             tolerance=tolerance, gen_batch=gen_batch, device_map=args.device_map,
-                            fail_under=fail_under, fail_under_positions=parse_positions(fail_under_positions))
+                            fail_under=fail_under, fail_under_positions=parse_positions(fail_under_positions),
+                            server=server, server_kind=server_kind, server_api_key=api_key,
+                            server_timeout=server_timeout, server_deadline=server_deadline,
+                            hidden_states_dir=hidden_states_dir)
         with reporter(args.json_out) as (status, progress):
             result = run_check(opts, status, progress)
         args.emit(result, render_check)

@@ -435,3 +435,15 @@ def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool 
 
 #: shared by accept-rate and check (here: it needs in_range)
 Tolerance = Annotated[float, typer.Option("--tolerance", help="Exit 1 when served accept length is more than this below trained (finite, >= 0).", callback=in_range(0))]
+# a running engine (accept-rate --server, check --server)
+ServerKind = Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")]
+ApiKey = Annotated[Optional[str], typer.Option(
+    "--api-key", help="Bearer token for a --server started with --api-key. Default: $VLLM_API_KEY then "
+    "$OPENAI_API_KEY for vLLM (the server itself reads VLLM_API_KEY), $OPENAI_API_KEY for SGLang (whose server "
+    "reads only --api-key). Never written to the JSON or the report.")]
+ServerTimeout = Annotated[float, typer.Option(
+    "--server-timeout", help="Seconds one --server request may take, connection to last byte.",
+    callback=in_range(0, 86400, lo_open=True))]
+ServerDeadline = Annotated[float, typer.Option(
+    "--server-deadline", help="Seconds the whole --server reading may take.",
+    callback=in_range(0, 7 * 86400, lo_open=True))]

@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from .acceptance import as_dict
 
 TITLES = {"static": "static audit (configs)", "captured": "captured comparison (layers)",
+          "served": "served states (the running engine)",
           "fingerprint": "fingerprint (draft weights)", "accept_rate": "accept-rate cost"}
 
 

@@ -46,8 +46,9 @@ def spy(monkeypatch):
 def test_every_stage_on_one_load_and_no_forward_twice(tiny_targets, make_draft, spy):
     draft = make_draft(nested_ids=[1, 3, 5])  # SGLang layout, trainer assumed from it: the fingerprint runs
     r = run_check(CheckOptions(target=str(tiny_targets["llama"]), draft=str(draft), **SMALL))
-    assert [s.name for s in r.stages] == ["static", "captured", "fingerprint", "accept_rate"]
-    assert all(s.ran for s in r.stages), [(s.name, s.why) for s in r.stages]
+    assert [s.name for s in r.stages] == ["static", "captured", "served", "fingerprint", "accept_rate"]
+    assert all(s.ran for s in r.stages if s.name != "served"), [(s.name, s.why) for s in r.stages]
+    assert r.stage("served").why.startswith("no --server given")
     assert spy["loads"] == 1 and r.source["counts"]["loads"] == 1
     teacher = spy["teacher"]
     assert len(teacher) == len(set(teacher)) == 6  # 3 prompts (captured) + 3 prompt+continuation (fingerprint)
@@ -75,7 +76,7 @@ def test_verdict_names_the_problem_the_stage_the_cost_and_the_fix(tiny_targets, 
     assert v.cost["trained"] == acc.al("trained") and v.cost["served"] == acc.al("served")
     data = r.to_json()
     assert data["schema"] == "eagle-audit/check/1" and data["verdict"]["summary"] == v.summary()
-    assert [s["name"] for s in data["stages"]] == ["static", "captured", "fingerprint", "accept_rate"]
+    assert [s["name"] for s in data["stages"]] == ["static", "captured", "served", "fingerprint", "accept_rate"]
 
 
 def test_config_only_target_runs_the_static_stage_and_says_why_not_the_rest(config_only_target, make_draft):
@@ -83,7 +84,7 @@ def test_config_only_target_runs_the_static_stage_and_says_why_not_the_rest(conf
     draft = make_draft(nested_ids=[1, 3, 5])
     r = run_check(CheckOptions(target=str(target), draft=str(draft), use_installed_engine=False))
     assert r.stage("static").ran and r.source is None
-    for name in ("captured", "fingerprint", "accept_rate"):
+    for name in ("captured", "served", "fingerprint", "accept_rate"):
         st = r.stage(name)
         assert not st.ran and "holds a config and no weights" in st.why
     assert r.verdict.status == r.stage("static").verdict and r.verdict.cost is None

@@ -1,0 +1,71 @@
+"""`check --server`: the served stage against the SGLang 0.5.23 test server of tests/served (built from the
+wheel's pieces, states from the same tiny transformers target): a clean server matches, a server whose slot
+is one boundary deeper is ENGINE_STATE_SHIFTED on that slot, shown by the served stage; the served stage runs
+no forward of its own (the captured stage's states, from the source's memo)."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent / "served"), str(HERE.parent / "engine")]
+
+from eagle_audit.check.run import CheckOptions, run_check  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def sglang_parts(sglang_wheel, tmp_path_factory):
+    from sglang_engine import EngineRun
+    from sglang_pieces import SGLangPieces
+
+    return SGLangPieces(sglang_wheel, tmp_path_factory.mktemp("sglang-src")), EngineRun(sglang_wheel)
+
+
+def _check(target, draft, url, **kw):
+    return run_check(CheckOptions(target=str(target), draft=str(draft), use_installed_engine=False, max_prompts=2,
+                                  max_tokens=16, max_new_tokens=6, trained_boundaries="2,4,6", server=url,
+                                  server_kind="sglang", server_timeout=60, server_deadline=120, **kw))
+
+
+@pytest.mark.parametrize("fault", ["clean", "deeper"])
+def test_served_stage_finds_what_the_engine_feeds(sglang_parts, tiny_targets, make_draft, fault):
+    from eagle_audit.served import sglang_serving
+    from eagle_audit.served.launch import TargetShape
+    from sglang_server import FakeSGLang, Faults, serving
+
+    t = tiny_targets["llama"]
+    draft = make_draft(nested_ids=[1, 3, 5])  # SGLang feeds B2 B4 B6
+    import json
+
+    config = json.loads((draft / "config.json").read_text())
+    launch = sglang_serving(config, TargetShape(str(t), t.architecture, t.num_layers, t.hidden_size))
+    pieces, engine = sglang_parts
+    faults = Faults(deeper=1) if fault == "deeper" else Faults()
+    fake = FakeSGLang(pieces, engine, list(launch.argv[3:]), str(t), t.architecture, faults)
+    with serving(fake) as url:
+        r = _check(t, draft, url)
+    st = r.stage("served")
+    assert st.ran, st.why
+    assert st.result.launch == launch.line and st.result.requests == 2
+    c = r.source["counts"]
+    # 2 prompts (captured) + 2 prompt+continuation (accept-rate); the served stage's 2 from the memo
+    assert c["forwards"] == 4 and c["memo_hits"] >= 2 and c["loads"] == 1
+    if fault == "clean":
+        assert [m.verdict for m in st.result.matches] == ["ok"] * 3 and st.verdict == "match"
+        assert r.verdict.status == "match" and r.verdict.problems == ()
+    else:
+        codes = [(f.code, f.slot) for f in st.result.errors]
+        assert codes == [("ENGINE_STATE_SHIFTED", 1)]
+        p, = [p for p in r.verdict.problems if p.code == "ENGINE_STATE_SHIFTED"]
+        assert p.slot == 1 and p.shown_by == ("served",) and r.verdict.sure == "served"
+        assert r.verdict.status == "mismatch"
+
+
+def test_served_stage_that_cannot_reach_the_server_says_why(tiny_targets, make_draft):
+    r = _check(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 5]), "http://127.0.0.1:9")
+    st = r.stage("served")
+    assert not st.ran and st.why.startswith("could not run: ") and "127.0.0.1:9" in st.why
+    assert r.stage("accept_rate").ran  # the other stages go on
