@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 
 from ..conventions import Wiring
-from ..errors import AuditError, BadOption, shown
+from ..errors import AuditError, BadCheckpoint, BadOption, shown
 from ..inputs import AuditInputs, prepare, read_inputs
 from ..provenance import provenance
 from ..states import State
@@ -199,7 +199,15 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     trained, served = res.trained.wiring, res.served.wiring
     flags = {"trained": res.trained.flags, "served": res.served.flags}
     models = {"trained": load_draft_model(spec, target, flags["trained"])}
-    models["served"] = models["trained"] if flags["served"] == flags["trained"] else load_draft_model(spec, target, flags["served"])
+    unrunnable = None  # the served draft class cannot be run (or loaded): one line, and the served side is not simulated
+    served_conv = res.served.convention
+    if served_conv is not None and (served_conv.base or served_conv).draft_classes and served_conv.draft_class is None:
+        unrunnable = served_conv.draft_class_how
+    try:
+        models["served"] = (models["trained"] if flags["served"] == flags["trained"] or unrunnable
+                            else load_draft_model(spec, target, flags["served"]))
+    except BadCheckpoint as e:
+        unrunnable, models["served"] = e.message, models["trained"]
     for side, model in models.items():
         notes.extend(f"approximated ({side} draft): {n}" for n in model.arch.notes)
     if flags["served"] != flags["trained"]:
@@ -217,7 +225,9 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     wirings = {"trained": trained.states, "served": served.states}
     failures = {k: f"feeds {len(st)} state(s); the draft's fc takes {aux}: the engine fails at the first draft forward"
                 for k, st in wirings.items() if len(st) != aux}
-    if served.unsupported:
+    if unrunnable:
+        failures["served"] = f"not simulated: {unrunnable}"
+    elif served.unsupported:
         failures["served"] = f"the engine has no EAGLE-3 capture for {info.architecture}: {served.unsupported}"
     elif served.failure is not None:
         failures["served"] = (f"the engine raises {served.failure.text()} ({served.failure.at}): nothing is served")

@@ -77,6 +77,21 @@ class DraftArch:
     rope: RopeScaling | None = None  # None: default RoPE
     notes: tuple[str, ...] = field(default=(), compare=False)
     no_fc: bool = False  # eagle_config.use_aux_hidden_state: false: the target's last state is fed unprojected
+    attention: str = "llama"  # "llama" (GQA), "qwen3" (GQA + per-head q/k RMSNorm), "mla" (DeepSeek multi-latent)
+    attention_bias: bool = False  # q/k/v biases (qwen3_eagle3.py:69 attention_bias)
+    mla: "MlaDims | None" = None
+
+
+@dataclass(frozen=True)
+class MlaDims:
+    """DeepSeek multi-latent attention sizes (draft config keys of the same names)."""
+
+    q_lora_rank: int | None  # None: a plain q_proj (vLLM allows it; SGLang's kimi_k25_eagle3.py:114-117 refuses)
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    rope_interleave: bool = True  # SGLang deepseek_v2.py:2166 / HF: pairs (2i, 2i+1) rotate; vLLM always does
 
 
 @dataclass(frozen=True)
@@ -124,8 +139,20 @@ def _rope(cfg: Mapping[str, Any], applied: Sequence[str]) -> tuple[float, RopeSc
     return theta, rope, notes
 
 
+def weights_attention(names: Sequence[str]) -> str:
+    """The decoder attention a checkpoint's weights are for: MLA projections, per-head q/k norms, or plain GQA."""
+    names = {_canonical_weight(n) for n in names}
+    if any(n.endswith(("self_attn.kv_a_proj_with_mqa.weight", "self_attn.kv_b_proj.weight")) for n in names):
+        return "mla"
+    if any(n.endswith("self_attn.q_norm.weight") for n in names):
+        return "qwen3"
+    return "llama"
+
+
 def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int,
-                   rope_applied: Sequence[str] = ROPE_IMPLEMENTED) -> DraftArch:
+                   rope_applied: Sequence[str] = ROPE_IMPLEMENTED, attention: str | None = None) -> DraftArch:
+    """``attention``: the decoder attention of the draft class that runs it (an engine's); None: as the
+    weights are (a trainer trains the layer its checkpoint holds)."""
     cfg = dict(spec.config)
     if spec.layout == "speculators" and isinstance(cfg.get("transformer_layer_config"), Mapping):
         cfg = {**cfg, **cfg["transformer_layer_config"]}
@@ -135,6 +162,25 @@ def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int,
     hd = int(cfg.get("head_dim") or H // heads)
     theta, rope, notes = _rope(cfg, rope_applied)
     dvs = cfg.get("draft_vocab_size")
+    held = weights_attention(spec.weight_names) if spec.weight_names else "llama"
+    kind = attention or held
+    if "mla" in (kind, held) and kind != held:
+        raise BadCheckpoint(f"{spec.path}: the draft's weights are for {held} attention, the draft class serving it "
+                            f"runs {kind} attention: the engine cannot load this draft (the draft runtime cannot run it)")
+    if kind == "llama" and held == "qwen3":
+        notes.append("the draft's q_norm/k_norm weights are not used by this side's draft class (Llama attention)")
+    if kind == "qwen3" and held == "llama":
+        notes.append("this side's draft class (Qwen3 attention) applies per-head q/k RMSNorm; the checkpoint has no "
+                     "q_norm/k_norm weights, so they keep their initial weight 1")
+    mla = None
+    if kind == "mla":
+        try:
+            mla = MlaDims(int(cfg["q_lora_rank"]) if cfg.get("q_lora_rank") else None, int(cfg["kv_lora_rank"]),
+                          int(cfg["qk_nope_head_dim"]), int(cfg["qk_rope_head_dim"]), int(cfg["v_head_dim"]),
+                          bool(cfg.get("rope_interleave", True)))
+        except (KeyError, TypeError, ValueError):
+            raise BadCheckpoint(f"{spec.path}: an MLA draft config needs kv_lora_rank, qk_nope_head_dim, "
+                                "qk_rope_head_dim and v_head_dim") from None
     return DraftArch(
         hidden_size=H, target_hidden_size=int(Ht), num_aux=max(1, spec.fc_in // int(Ht)), num_layers=spec.num_layers,
         num_heads=heads, num_kv_heads=int(cfg.get("num_key_value_heads") or heads), head_dim=hd,
@@ -142,7 +188,8 @@ def arch_from_spec(spec: DraftSpec, target_hidden: int, target_vocab: int,
         rope_theta=theta, vocab_size=int(cfg.get("vocab_size") or target_vocab),
         draft_vocab_size=int(dvs or target_vocab), tie_word_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         head_from_target=dvs is None and "lm_head.weight" not in spec.weight_names, rope=rope, notes=tuple(notes),
-        no_fc=not spec.use_aux_hidden_state)
+        no_fc=not spec.use_aux_hidden_state, attention=kind, attention_bias=bool(cfg.get("attention_bias", False)),
+        mla=mla)
 
 
 class RMSNorm(nn.Module):
@@ -212,15 +259,84 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + rot * sin
 
 
+def _attend(q, k, v, past: KV | None, mask: torch.Tensor | None, scale: float | None = None):
+    """Attention of ``q`` [batch, heads, pos, d] over ``past`` + the new ``k``/``v`` (kv heads repeated)."""
+    B, _, T, _ = q.shape
+    if past is not None:
+        k = torch.cat([past[0].expand(B, -1, -1, -1), k], dim=2)  # [batch, kv_heads, keys, d]
+        v = torch.cat([past[1].expand(B, -1, -1, -1), v], dim=2)
+    rep = q.shape[1] // k.shape[1]
+    if rep > 1:
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    if mask is None and past is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=T > 1, scale=scale)
+    if mask is None:  # offset causal: query i sees every past key and new keys 0..i
+        S = k.shape[2] - T
+        mask = torch.ones(T, S + T, dtype=torch.bool, device=q.device).tril(S)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+class MlaAttention(nn.Module):
+    """DeepSeek multi-latent attention over the layer's input (2H wide in layer 0), as SGLang's
+    ``DeepseekV2AttentionMLA`` (kimi_k25_eagle3.py:91-135, its fused q_a/kv_a projection fed [embed, hidden]) and
+    vLLM's ``DeepseekV2MLAAttention`` (deepseek_eagle3.py:68-83) compute it, in the un-absorbed form:
+    q = q_b(norm(q_a(x))) (or q_proj(x)); [c_kv, k_pe] = kv_a(x); [k_nope, v] = kv_b(norm(c_kv)); RoPE on the
+    qk_rope_head_dim part only (pairs interleaved unless ``rope_interleave`` is false), k_pe shared by all heads;
+    softmax scale (qk_nope + qk_rope)^-0.5, times mscale(factor, mscale_all_dim)^2 under yarn."""
+
+    def __init__(self, arch: DraftArch, in_dim: int):
+        super().__init__()
+        a, m = arch, arch.mla
+        self.arch, self.m = arch, m
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        if m.q_lora_rank:
+            self.q_a_proj = nn.Linear(in_dim, m.q_lora_rank, bias=False)
+            self.q_a_layernorm = RMSNorm(m.q_lora_rank, a.eps)
+            self.q_b_proj = nn.Linear(m.q_lora_rank, a.num_heads * qk, bias=False)
+        else:
+            self.q_proj = nn.Linear(in_dim, a.num_heads * qk, bias=False)
+        self.kv_a_proj_with_mqa = nn.Linear(in_dim, m.kv_lora_rank + m.qk_rope_head_dim, bias=False)
+        self.kv_a_layernorm = RMSNorm(m.kv_lora_rank, a.eps)
+        self.kv_b_proj = nn.Linear(m.kv_lora_rank, a.num_heads * (m.qk_nope_head_dim + m.v_head_dim), bias=False)
+        self.o_proj = nn.Linear(a.num_heads * m.v_head_dim, a.hidden_size, bias=False)
+        self.scale = qk ** -0.5
+        if a.rope is not None and a.rope.kind == "yarn":
+            self.scale *= _yarn_mscale(a.rope.factor, a.rope.mscale_all_dim) ** 2
+
+    def forward(self, x, cos, sin, past: KV | None, mask: torch.Tensor | None) -> tuple[torch.Tensor, KV]:
+        a, m = self.arch, self.m
+        B, T, _ = x.shape
+        q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x))) if m.q_lora_rank else self.q_proj(x)
+        q = q.view(B, T, a.num_heads, -1).transpose(1, 2)  # [batch, heads, pos, qk_nope + qk_rope]
+        q_nope, q_pe = q.split([m.qk_nope_head_dim, m.qk_rope_head_dim], dim=-1)
+        c_kv, k_pe = self.kv_a_proj_with_mqa(x).split([m.kv_lora_rank, m.qk_rope_head_dim], dim=-1)
+        kv = self.kv_b_proj(self.kv_a_layernorm(c_kv)).view(B, T, a.num_heads, -1).transpose(1, 2)
+        k_nope, v = kv.split([m.qk_nope_head_dim, m.v_head_dim], dim=-1)  # [batch, heads, pos, *]
+        k_pe = k_pe.view(B, 1, T, m.qk_rope_head_dim)
+        if m.rope_interleave:  # (x0, x1), (x2, x3)... -> the rotate-half layout, the same for q and k
+            q_pe = torch.cat([q_pe[..., 0::2], q_pe[..., 1::2]], dim=-1)
+            k_pe = torch.cat([k_pe[..., 0::2], k_pe[..., 1::2]], dim=-1)
+        q_pe, k_pe = _rotate(q_pe, cos, sin), _rotate(k_pe, cos, sin)
+        q = torch.cat([q_nope, q_pe], dim=-1)
+        k = torch.cat([k_nope, k_pe.expand(B, a.num_heads, T, -1)], dim=-1)
+        o = _attend(q, k, v, past, mask, self.scale)
+        o = o.transpose(1, 2).reshape(B, T, a.num_heads * m.v_head_dim)
+        return self.o_proj(o), (k, v)
+
+
 class DraftAttention(nn.Module):
     def __init__(self, arch: DraftArch, in_dim: int):
         super().__init__()
         self.arch = arch
         a = arch
-        self.q_proj = nn.Linear(in_dim, a.num_heads * a.head_dim, bias=False)
-        self.k_proj = nn.Linear(in_dim, a.num_kv_heads * a.head_dim, bias=False)
-        self.v_proj = nn.Linear(in_dim, a.num_kv_heads * a.head_dim, bias=False)
+        bias = a.attention_bias
+        self.q_proj = nn.Linear(in_dim, a.num_heads * a.head_dim, bias=bias)
+        self.k_proj = nn.Linear(in_dim, a.num_kv_heads * a.head_dim, bias=bias)
+        self.v_proj = nn.Linear(in_dim, a.num_kv_heads * a.head_dim, bias=bias)
         self.o_proj = nn.Linear(a.num_heads * a.head_dim, a.hidden_size, bias=False)
+        if a.attention == "qwen3":  # Qwen3Attention: RMSNorm over each head's q and k, before RoPE
+            self.q_norm = RMSNorm(a.head_dim, a.eps)
+            self.k_norm = RMSNorm(a.head_dim, a.eps)
 
     def forward(self, x, cos, sin, past: KV | None, mask: torch.Tensor | None) -> tuple[torch.Tensor, KV]:
         a = self.arch
@@ -228,23 +344,12 @@ class DraftAttention(nn.Module):
         q = self.q_proj(x).view(B, T, a.num_heads, a.head_dim).transpose(1, 2)  # [batch, heads, pos, head_dim]
         k = self.k_proj(x).view(B, T, a.num_kv_heads, a.head_dim).transpose(1, 2)  # [batch, kv_heads, pos, head_dim]
         v = self.v_proj(x).view(B, T, a.num_kv_heads, a.head_dim).transpose(1, 2)
+        if a.attention == "qwen3":
+            q, k = self.q_norm(q), self.k_norm(k)
         q, k = _rotate(q, cos, sin), _rotate(k, cos, sin)
-        new = (k, v)
-        if past is not None:
-            k = torch.cat([past[0].expand(B, -1, -1, -1), k], dim=2)  # [batch, kv_heads, keys, head_dim]
-            v = torch.cat([past[1].expand(B, -1, -1, -1), v], dim=2)
-        rep = a.num_heads // a.num_kv_heads
-        if rep > 1:
-            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-        if mask is None and past is None:
-            o = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1)
-        else:
-            if mask is None:  # offset causal: query i sees every past key and new keys 0..i
-                S = k.shape[2] - T
-                mask = torch.ones(T, S + T, dtype=torch.bool, device=x.device).tril(S)
-            o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        o = _attend(q, k, v, past, mask)
         o = o.transpose(1, 2).reshape(B, T, a.num_heads * a.head_dim)  # [batch, pos, heads*head_dim]
-        return self.o_proj(o), new
+        return self.o_proj(o), (k, v)
 
 
 class DraftMLP(nn.Module):
@@ -266,7 +371,7 @@ class DraftLayer(nn.Module):
         self.input_layernorm = RMSNorm(H, arch.eps)
         self.hidden_norm = RMSNorm(H, arch.eps)
         self.post_attention_layernorm = RMSNorm(H, arch.eps)
-        self.self_attn = DraftAttention(arch, 2 * H if index == 0 else H)
+        self.self_attn = (MlaAttention if arch.attention == "mla" else DraftAttention)(arch, 2 * H if index == 0 else H)
         self.mlp = DraftMLP(H, arch.intermediate_size)
 
     def forward(self, embeds, h, residual, cos, sin, past, mask, flags: DraftFlags):
@@ -355,7 +460,8 @@ class Eagle3Draft(nn.Module):
         w = self.norm.weight
         embeds = F.embedding(input_ids, self.embed).to(w.dtype)  # [batch, pos, H]
         h = hidden.to(w.dtype) if projected else self.project(hidden.to(w.dtype), from_target)  # [batch, pos, H]
-        cos, sin = rope_cos_sin(positions, self.arch.head_dim, self.arch.rope_theta, w.dtype, self.arch.rope)
+        rot = self.arch.mla.qk_rope_head_dim if self.arch.mla else self.arch.head_dim
+        cos, sin = rope_cos_sin(positions, rot, self.arch.rope_theta, w.dtype, self.arch.rope)
         residual, kv = None, []
         for i, layer in enumerate(self.layers):
             h, residual, new = layer(embeds, h, residual, cos, sin, past[i] if past else None, mask, self.flags)
@@ -391,7 +497,10 @@ def _optional(arch: DraftArch) -> set[str]:
     """Weights a checkpoint may omit: layers >= 1 never use ``input_layernorm``; ``input_norm`` (norm_before_fc)
     keeps its initial weight 1 when a checkpoint trained without it is served with the flag on (SGLang loads
     only the tensors the checkpoint has)."""
-    return {f"layers.{i}.input_layernorm.weight" for i in range(1, arch.num_layers)} | {"input_norm.weight"}
+    out = {f"layers.{i}.input_layernorm.weight" for i in range(1, arch.num_layers)} | {"input_norm.weight"}
+    if arch.attention == "qwen3":  # a Qwen3 class serving a draft trained without q/k norms keeps weight 1
+        out |= {f"layers.{i}.self_attn.{n}_norm.weight" for i in range(arch.num_layers) for n in "qk"}
+    return out
 
 
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
@@ -463,6 +572,10 @@ def load_draft_model(spec: DraftSpec, target, flags: DraftFlags, dtype=torch.flo
     source = as_source(target)
     embed = source.embedding()  # [vocab, H_t]: the draft's token embedding is the target's
     head = source.lm_head()  # [vocab, H_t]: borrowed only by drafts without an lm_head of their own
-    arch = arch_from_spec(spec, target.info.hidden_size, target.info.vocab_size, flags.rope_scaling)
+    if flags.parallel_drafting:
+        raise BadCheckpoint(f"{spec.path}: served with parallel drafting (P-EAGLE: several tokens per forward, mask "
+                            "tokens for the later ones), which the draft runtime does not run (it drafts one token "
+                            "per step): this side of the draft cannot be measured")
+    arch = arch_from_spec(spec, target.info.hidden_size, target.info.vocab_size, flags.rope_scaling, flags.attention)
     model = build_draft(arch, flags, read_weights(spec.path), embed, head, spec.path, dtype)
     return model.to(embed.device)

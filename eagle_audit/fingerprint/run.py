@@ -130,6 +130,10 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     from ..accept.runtime import load_draft_model
 
     say = status or (lambda m: None)
+    if not spec.uses_aux:
+        raise AuditError(f"{spec.path}: the draft takes no aux states (eagle_config.use_aux_hidden_state: false, no "
+                         "fc): there is no wiring in its weights to fingerprint; every engine feeds it the post-norm "
+                         "final state (the layers audit checks that)")
     info = target.info
     aux = check_target_fit(spec, info)
     cands = corpus.candidates
