@@ -18,7 +18,7 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     ``{"place", "shift" (added to each id as read, default 0), "empty": "read"|"absent" (an empty list is
     taken as given, or skipped like a missing key), "verbatim_model_types" (draft model_types for which the
     shift is not applied), "unless_truthy" (a top-level key: the place is skipped when that key holds a
-    non-empty dict)}``. Empty: the ids are hard-coded and nothing is read. See docs/engines.md.
+    non-empty dict), "only_with" (a top-level key: the place is read only when the config has it)}``. Empty: the ids are hard-coded and nothing is read. See docs/engines.md.
 ``order``
     ``"ascending"`` (capture-loop order; duplicates collapse) or ``"config"`` (as listed).
 ``rules``
@@ -73,6 +73,23 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     the EAGLE-3 draft classes the engine serves, each with its own fc sizing, draft flags and decoder
     attention, picked by the draft config's ``architectures[0]`` or through the engine's speculators config
     loader (:mod:`eagle_audit.draft_classes`); a class overrides the convention's draft-side keys.
+``draft_kinds``
+    the drafts this convention describes: ``"eagle3"`` (default), ``"dflash"``, ``"dspark"``
+    (:mod:`eagle_audit.block_draft` picks the convention for a draft of another kind).
+``id_checks`` (per convention and per rule)
+    ``[{"when": expr over ids and N, "error", "message" ({ids}), "at", "source", "places"}]``: the engine
+    raises for these ids (the id reader's or the setter's own checks, such as SGLang's DFlash range check);
+    ``places`` limits a convention-level check to ids read from those places. A rule's checks see the ids
+    as handed to its setter (after ``draft_shift``), or as read with ``"as_read": true``.
+``final_normed`` (per rule)
+    true: capture index N is the post-norm final state (a trainer reading HF ``hidden_states[N]``, which
+    transformers returns after the final norm), not the pre-norm B_N.
+``draft_shift`` (per rule)
+    ``{"architectures": [draft architectures], "shift": int, "source"}``: ids of drafts with one of these
+    architectures are shifted before the setter sees them (SGLang's Muse mapping).
+``width_check``
+    ``{"error", "message" ({captured}, {expected}), "at", "source"}``: the draft raises when the target hands
+    it another number of states than its ``fc`` is sized for (``aux_count_from``).
 ``tree_drafts`` (engines)
     ``{"attention": "kv_by_slot"|"exact_ancestor"|null, "source": ...}``: which draft keys a tree node
     attends to (:data:`eagle_audit.accept.tree.TREE_ATTENTION`), or ``null`` when the engine drafts chains
@@ -107,6 +124,8 @@ ID_PLACES: dict[str, tuple[str, ...]] = {
     "dspark_target_layer_ids": ("dspark_target_layer_ids",),
     "target_layer_ids": ("target_layer_ids",),
     "dflash_layer_ids": ("dflash_config", "layer_ids"),
+    "dspark_config_ids": ("dspark_config", "target_layer_ids"),
+    "aux_hidden_state_layer_ids": ("aux_hidden_state_layer_ids",),  # speculators' DFlash / DSpark configs (IN-k)
 }
 #: The places that hold EAGLE-3 ids proper (a draft declaring ids in one an engine does not read: IDS_NOT_READ).
 EAGLE_PLACES = ("nested", "top_level", "nested_layer_ids")
@@ -114,6 +133,14 @@ FLAG_PLACES = ("top_level", "nested")
 DRAFT_FLAGS = ("norm_before_fc", "fc_norm", "norm_output", "norm_before_residual")
 NORM_OUTPUT_SEMANTICS = ("carried", "head")
 ROPE_TYPES = ("linear", "llama3", "yarn", "dynamic", "mrope", "default")
+
+
+def draft_layer_count(config: Mapping[str, Any]) -> int | None:
+    """The draft's own decoder-layer count (``D`` in expressions): ``num_hidden_layers`` of its text config, as
+    SGLang's DFlash reader takes it (``dflash_utils.py`` ``parse_dflash_draft_config``); None when absent."""
+    node = config.get("text_config") if isinstance(config.get("text_config"), Mapping) else config
+    v = node.get("num_hidden_layers")
+    return v if isinstance(v, int) and not isinstance(v, bool) and v > 0 else None
 
 
 def place_key(place: str) -> str:
@@ -151,19 +178,24 @@ class IdRead:
     empty: str = "read"  # "read": an empty list is taken as given; "absent": skipped like a missing key
     verbatim_model_types: tuple[str, ...] = ()  # draft model_types for which ``shift`` is not applied
     unless_truthy: str | None = None  # skipped when this top-level key holds a non-empty dict (vLLM V1)
+    only_with: str | None = None  # read only when this top-level key is in the config (a loader that maps it)
 
     def skipped(self, config: Mapping[str, Any]) -> bool:
+        if self.only_with and self.only_with not in config:
+            return True
         node = config.get(self.unless_truthy) if self.unless_truthy else None
         return isinstance(node, Mapping) and bool(node)
 
     def to_json(self) -> dict | str:
-        if (self.shift, self.empty, self.verbatim_model_types, self.unless_truthy) == (0, "read", (), None):
+        if (self.shift, self.empty, self.verbatim_model_types, self.unless_truthy, self.only_with) == (0, "read", (), None, None):
             return self.place
         out: dict = {"place": self.place, "shift": self.shift, "empty": self.empty}
         if self.verbatim_model_types:
             out["verbatim_model_types"] = list(self.verbatim_model_types)
         if self.unless_truthy:
             out["unless_truthy"] = self.unless_truthy
+        if self.only_with:
+            out["only_with"] = self.only_with
         return out
 
 
@@ -185,6 +217,32 @@ class EngineFailure:
 
     def to_json(self) -> dict:
         return {"error": self.error, "message": self.message, "at": self.at, "source": self.source}
+
+
+@dataclass(frozen=True)
+class IdCheck:
+    """An engine check over the ids it reads (``when``: an expression over ids and N), and how it fails."""
+
+    when: str
+    failure: EngineFailure
+    places: tuple[str, ...] = ()  # only for ids read from these places (empty: any)
+    as_read: bool = False  # a rule's check over the ids as read (before any shift), not as its setter gets them
+
+    def fails(self, ids: tuple[int, ...], num_layers: int, place: str) -> EngineFailure | None:
+        if self.places and place not in self.places:
+            return None
+        if expr.evaluate(self.when, N=num_layers, ids=list(ids)):
+            return self.failure.format(ids=list(ids))
+        return None
+
+
+@dataclass(frozen=True)
+class DraftShift:
+    """Ids of drafts whose architectures include one of ``architectures`` are shifted by ``shift``."""
+
+    architectures: tuple[str, ...]
+    shift: int
+    source: str = ""
 
 
 @dataclass(frozen=True)
@@ -221,6 +279,9 @@ class CaptureRule:
     wraps_negative: bool = False
     count_check: EngineFailure | None = None
     feeds: tuple[Feed, ...] = ()
+    id_checks: tuple[IdCheck, ...] = ()  # the setter's own checks over the ids it is handed
+    draft_shift: DraftShift | None = None
+    final_normed: bool = False  # capture index N is the post-norm final state (HF ``hidden_states[N]``)
 
     def failure_for(self, indices: tuple[int, ...], num_layers: int) -> EngineFailure | None:
         """The first index failure the engine raises for these capture indices (start-up ones first)."""
@@ -238,10 +299,12 @@ class CaptureRule:
                 return f.what.replace("{k-1}", str(k - 1)).replace("{k}", str(k))
         return None
 
-    def indices(self, ids: tuple[int, ...] | None, num_layers: int) -> tuple[tuple[int, ...], str]:
-        """Capture indices (= boundaries) for ``ids`` (None: the default), and which case applied."""
+    def indices(self, ids: tuple[int, ...] | None, num_layers: int, draft_layers: int | None = None
+                ) -> tuple[tuple[int, ...], str]:
+        """Capture indices (= boundaries) for ``ids`` (None: the default, an expression over N and the draft's
+        layer count D), and which case applied."""
         if ids is None:
-            base = [int(v) for v in expr.evaluate(self.default_ids, N=num_layers)]
+            base = [int(v) for v in expr.evaluate(self.default_ids, N=num_layers, D=draft_layers)]
             if self.default_explicit:
                 case = self.case_for(tuple(base), num_layers)
                 return tuple(v + case.shift for v in base), f"default {self.default_ids} passed as ids, {case.text()}"
@@ -358,6 +421,9 @@ class Convention:
     tree_drafts: TreeDrafts | None = None  # None: not declared
     id_reads: tuple[IdRead, ...] = ()  # how each place of ``ids_from`` is read (default: taken as given)
     empty_capture: EngineFailure | None = None
+    draft_kinds: tuple[str, ...] = ("eagle3",)
+    id_checks: tuple[IdCheck, ...] = ()
+    width_check: EngineFailure | None = None
 
     def reads(self) -> tuple[IdRead, ...]:
         return self.id_reads or tuple(IdRead(p) for p in self.ids_from)
@@ -484,12 +550,31 @@ class Convention:
             ids, source = tuple(override_ids), "override"
         else:
             ids, source, place_shift = self.read_draft_ids(draft_config)
-        ignored = tuple(p for p in EAGLE_PLACES if p not in self.ids_from and read_ids(draft_config, p) is not None)
+        ignored = tuple(p for p in self.kind_places() if p not in self.ids_from
+                        and read_ids(draft_config, p) is not None)
         setter_ids = None if ids is None else tuple(i + place_shift for i in ids)
-        indices, case = rule.indices(setter_ids, num_layers)
+        failure = None
+        if setter_ids is not None:
+            failure = next((f for c in self.id_checks if (f := c.fails(setter_ids, num_layers, source))), None)
+        draft_layers = draft_layer_count(draft_config)
+        shift = rule.draft_shift
+        archs = draft_config.get("architectures") or ()
+        extra = shift.shift if shift and isinstance(archs, list) and set(shift.architectures) & set(archs) else 0
+        if extra and setter_ids is None and rule.default_explicit:
+            setter_ids = tuple(int(v) for v in expr.evaluate(rule.default_ids, N=num_layers, D=draft_layers))
+        if extra and setter_ids is not None:
+            setter_ids = tuple(i + extra for i in setter_ids)
+        if failure is None and setter_ids is not None:
+            failure = next((f for c in rule.id_checks
+                            if (f := c.fails(ids if c.as_read and ids is not None else setter_ids, num_layers, source))),
+                           None)
+        indices, case = rule.indices(setter_ids, num_layers, draft_layers)
+        if extra:
+            case = f"{extra:+d} for a {'/'.join(shift.architectures)} draft, then {case}"
         if place_shift:
             case = f"{place_key(source)} {place_shift:+d} as read, then {case}"
-        failure = rule.failure_for(indices, num_layers)
+        if failure is None:
+            failure = rule.failure_for(indices, num_layers)
         if (failure is None and self.ids_accepted is not None and ids is not None
                 and not expr.evaluate(self.ids_accepted.when, ids=list(ids), N=num_layers)):
             failure = self.ids_accepted.format(ids=list(ids))
@@ -503,9 +588,19 @@ class Convention:
             failure = self.empty_capture
         if failure is None and rule.count_check is not None and kept and len(kept) != len(indices):
             failure = rule.count_check.format(captured=len(kept), expected=len(indices))
+        width = self.aux_count(draft_config) if self.width_check is not None else None
+        if failure is None and width is not None and kept and len(kept) != width:
+            failure = self.width_check.format(captured=len(kept), expected=width)
         feeds = tuple((k, what) for k in kept if (what := rule.feed(k, num_layers)) is not None)
         return Wiring(self.name, self.kind, self.version, rule.name, ids, source, case, tuple(indices),
-                      tuple(State(k) for k in kept), dropped, ignored, failure, feeds)
+                      tuple(State(k, normed=rule.final_normed and k == num_layers) for k in kept), dropped, ignored,
+                      failure, feeds)
+
+    def kind_places(self) -> tuple[str, ...]:
+        """The places that hold ids of the drafts this convention describes (IDS_NOT_READ looks at these)."""
+        if "eagle3" in self.draft_kinds:
+            return EAGLE_PLACES
+        return ("dflash_target_layer_ids", "target_layer_ids", "dspark_target_layer_ids", "dspark_config_ids")
 
     def aux_count(self, draft_config: Mapping[str, Any]) -> int:
         """How many aux states the engine's draft side sizes fc for."""
@@ -622,7 +717,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
              "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through",
-             "draft_classes", "draft_class_fallback", "speculators_loader", "no_aux", "ids_accepted"}
+             "draft_classes", "draft_class_fallback", "speculators_loader", "no_aux", "ids_accepted",
+             "draft_kinds", "id_checks", "width_check"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
@@ -638,7 +734,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     for name, r in _req(data, "rules", where).items():
         rw = f"{where}: rules.{name}"
         extra = set(r) - {"default_ids", "default_shift", "explicit", "min_capture", "max_capture", "source",
-                          "index_failures", "wraps_negative", "count_check", "feeds", "default_explicit"}
+                          "index_failures", "wraps_negative", "count_check", "feeds", "default_explicit",
+                          "id_checks", "draft_shift", "final_normed"}
         if extra:
             raise BadConvention(f"{rw}: unknown key(s) {', '.join(sorted(extra))}")
         cases = tuple(ExplicitCase(shift=int(c.get("shift", 0)), when=c.get("when"), source=c.get("source", ""))
@@ -655,10 +752,16 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
                                                 for f in r.get("index_failures", [])),
                            wraps_negative=bool(r.get("wraps_negative", False)),
                            count_check=_failure(r["count_check"], f"{rw}: count_check") if r.get("count_check") else None,
-                           feeds=tuple(feeds), default_explicit=bool(r.get("default_explicit", False)))
+                           feeds=tuple(feeds), default_explicit=bool(r.get("default_explicit", False)),
+                           id_checks=_id_checks(r.get("id_checks", []), f"{rw}: id_checks"),
+                           draft_shift=_draft_shift(r.get("draft_shift"), f"{rw}: draft_shift"),
+                           final_normed=bool(r.get("final_normed", False)))
         try:  # validate every expression once, at load time
             for probe_n in (30, 61):
-                rule.indices(None, probe_n)
+                for d in (1, 3):
+                    rule.indices(None, probe_n, d)
+                for c in rule.id_checks:
+                    c.fails((0, probe_n), probe_n, "")
                 rule.reachable(probe_n)
                 rule.indices((1, probe_n // 2, probe_n - 4), probe_n)
                 rule.failure_for((0, -1, probe_n), probe_n)
@@ -695,7 +798,10 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         no_aux=_no_aux(data.get("no_aux"), where),
         ids_accepted=(_failure(data["ids_accepted"], f"{where}: ids_accepted", with_when=True)
                       if data.get("ids_accepted") else None),
-        empty_capture=_failure(data["empty_capture"], f"{where}: empty_capture") if data.get("empty_capture") else None)
+        empty_capture=_failure(data["empty_capture"], f"{where}: empty_capture") if data.get("empty_capture") else None,
+        draft_kinds=_draft_kinds(data.get("draft_kinds", ["eagle3"]), where),
+        id_checks=_id_checks(data.get("id_checks", []), f"{where}: id_checks"),
+        width_check=_failure(data["width_check"], f"{where}: width_check") if data.get("width_check") else None)
 
 
 
@@ -732,7 +838,8 @@ def _no_aux(data: Any, where: str) -> dict | None:
 def _id_read(entry: Any, where: str) -> IdRead:
     if isinstance(entry, str):
         entry = {"place": entry}
-    if not isinstance(entry, Mapping) or set(entry) - {"place", "shift", "empty", "verbatim_model_types", "unless_truthy"}:
+    if not isinstance(entry, Mapping) or set(entry) - {"place", "shift", "empty", "verbatim_model_types", "unless_truthy",
+                                                                 "only_with"}:
         raise BadConvention(f"{where}: ids_from: an entry is a place name or "
                             f"{{place, shift, empty, verbatim_model_types}}, got {entry!r}")
     place = entry.get("place")
@@ -742,7 +849,7 @@ def _id_read(entry: Any, where: str) -> IdRead:
     if empty not in ("read", "absent"):
         raise BadConvention(f"{where}: ids_from: empty must be 'read' or 'absent', got {empty!r}")
     return IdRead(place, int(entry.get("shift", 0)), empty, tuple(entry.get("verbatim_model_types", ())),
-                  entry.get("unless_truthy"))
+                  entry.get("unless_truthy"), entry.get("only_with"))
 
 
 def _failure(data: Any, where: str, with_when: bool = False) -> EngineFailure:
@@ -753,6 +860,43 @@ def _failure(data: Any, where: str, with_when: bool = False) -> EngineFailure:
         raise BadConvention(f"{where}: at must be 'start-up' or 'first forward', got {data['at']!r}")
     return EngineFailure(str(data["error"]), str(data["message"]), data["at"], data.get("source", ""),
                          data.get("when"))
+
+
+DRAFT_KINDS = ("eagle3", "dflash", "dspark")
+
+
+def _draft_kinds(data: Any, where: str) -> tuple[str, ...]:
+    if not (isinstance(data, list) and data and all(k in DRAFT_KINDS for k in data)):
+        raise BadConvention(f"{where}: draft_kinds must be a non-empty list of {', '.join(DRAFT_KINDS)}, got {shown(data)}")
+    return tuple(data)
+
+
+def _id_checks(data: Any, where: str) -> tuple[IdCheck, ...]:
+    if not isinstance(data, list):
+        raise BadConvention(f"{where}: a list of checks, got {shown(data)}")
+    out = []
+    for entry in data:
+        failure = _failure(entry, where, with_when=True)
+        places = entry.get("places", [])
+        if not (isinstance(places, list) and all(p in ID_PLACES for p in places)):
+            raise BadConvention(f"{where}: places must be a list of id places, got {shown(places)}")
+        try:
+            expr.parse(failure.when)
+        except expr.ExprError as e:
+            raise BadConvention(f"{where}: {e}") from None
+        out.append(IdCheck(failure.when, failure, tuple(places), bool(entry.get("as_read", False))))
+    return tuple(out)
+
+
+def _draft_shift(data: Any, where: str) -> DraftShift | None:
+    if data is None:
+        return None
+    if not (isinstance(data, Mapping) and isinstance(data.get("architectures"), list)
+            and all(isinstance(a, str) for a in data["architectures"])
+            and isinstance(data.get("shift"), int) and not isinstance(data.get("shift"), bool)
+            and abs(data["shift"]) <= 1000):
+        raise BadConvention(f"{where}: needs architectures (a list of strings) and shift (an integer)")
+    return DraftShift(tuple(data["architectures"]), int(data["shift"]), str(data.get("source", "")))
 
 
 def _tree_drafts(data: Any, where: str) -> TreeDrafts | None:

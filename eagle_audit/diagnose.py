@@ -516,3 +516,6 @@ def trainer_refuses_ids(ctx: Context) -> Iterable[Finding]:
         "trained: the slot comparison rests on an assumption the trainer itself rules out.",
         "Name the trainer that did train it (--trainer), or the trained states (--trained-boundaries), or measure "
         "them with `eagle-audit fingerprint`.")
+
+
+from . import diagnose_block as _block_checks  # noqa: E402,F401  (registers the DFlash / DSpark checks)

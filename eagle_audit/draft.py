@@ -73,6 +73,8 @@ class DraftSpec:
     def uses_aux(self) -> bool:
         """Whether the draft takes aux states through fc (``eagle_config.use_aux_hidden_state`` not false)."""
         return self.fc_source != "none"
+    kind: str = "eagle3"  # "eagle3", "dflash" or "dspark" (eagle_audit.block_draft)
+    block: Any = field(default=None, compare=False)  # block_draft.BlockSpec of a DFlash / DSpark draft
 
     def aux_count(self, target_hidden: int) -> int | None:
         """Aux slots fc was trained for, given the target hidden size (None: fc does not fit it); a draft
@@ -93,7 +95,8 @@ class DraftSpec:
                 "num_aux_hidden_states": self.num_aux_hidden_states, "vocab_size": self.vocab_size,
                 "vocab": dict(self.vocab.__dict__), "flags": dict(self.flags),
                 "use_aux_hidden_state": self.use_aux_hidden_state, "verifier": self.verifier,
-                "has_weights": self.has_weights, "fc_source": self.fc_source}
+                "has_weights": self.has_weights, "fc_source": self.fc_source, "kind": self.kind,
+                "block": self.block.to_json() if self.block is not None else None}
 
     def for_target(self, target_hidden: int) -> "DraftSpec":
         """A config-only draft's fc, sized as the config says for this target (``target_hidden_size`` or the
@@ -368,7 +371,10 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
                                 options="static") from None
         files, has_weights = [], False
     shapes = _shapes(files)
-    layout = _layout(config, shapes)
+    from .block_draft import block_layout, read_block
+
+    block = read_block(config, str(cfg_path))
+    layout = block_layout(config) if block is not None else _layout(config, shapes)
     layer_cfg = config.get("transformer_layer_config") if layout == "speculators" else None
     hidden = (layer_cfg or {}).get("hidden_size") or config.get("hidden_size")
     if "fc.weight" in shapes:
@@ -405,4 +411,5 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
         num_layers=int(num_layers), fc_in=int(fc_in), fc_out=int(fc_out),
         target_hidden_size=config.get("target_hidden_size"), num_aux_hidden_states=config.get("num_aux_hidden_states"),
         vocab_size=vocab_size, vocab=vocab, flags=flags, use_aux_hidden_state=use_aux,
-        weight_names=tuple(sorted(shapes)), verifier=verifier, has_weights=has_weights, fc_source=fc_source)
+        weight_names=tuple(sorted(shapes)), verifier=verifier, has_weights=has_weights, fc_source=fc_source,
+        kind=block.kind if block else "eagle3", block=block)

@@ -1,8 +1,8 @@
 """A tiny, safe expression language for convention files.
 
 Convention files (probes/*.json) state default ids and conditions as Python-like expressions over
-``N`` (the target's ``num_hidden_layers``), ``ids`` (the draft's explicit ids) and ``k`` (one capture
-index, in ``index_failures`` and ``feeds``), for example
+``N`` (the target's ``num_hidden_layers``), ``ids`` (the draft's explicit ids), ``k`` (one capture
+index, in ``index_failures`` and ``feeds``) and ``D`` (the draft's own layer count: DFlash defaults), for example
 ``"[2, N // 2, N - 3]"`` or ``"max(ids) == N"``. They are parsed with ``ast`` and evaluated over a
 closed set of node types; nothing is imported or called beyond the functions listed here.
 
@@ -34,7 +34,19 @@ def _total(fn):
     return lambda *a: fn(*a) if len(a) > 1 or a[0] else None
 
 
-_FUNCS = {"max": _total(max), "min": _total(min), "len": len, "sorted": sorted, "list": list, "set": set}
+def _spread(first: int, last: int, count: int) -> list[int]:
+    """``count`` ids spread evenly over ``first..last``, rounded half to even: the DFlash default layer choice
+    (SGLang ``speculative/dflash_utils.py`` ``build_target_layer_ids``; SpecForge and z-lab ``dflash`` state the
+    same formula). ``count`` 1 gives ``[first]``: callers state the engines' own one-layer case separately."""
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (first, last, count)) or not 0 < count <= MAX_LEN:
+        raise ExprError(f"spread({first!r}, {last!r}, {count!r}): integers with 0 < count <= {MAX_LEN}")
+    if count == 1:
+        return [first]
+    return [int(round(first + (i * (last - first)) / (count - 1))) for i in range(count)]
+
+
+_FUNCS = {"max": _total(max), "min": _total(min), "len": len, "sorted": sorted, "list": list, "set": set,
+          "spread": _spread}
 
 
 class ExprError(BadConvention, ValueError):
@@ -58,15 +70,15 @@ def parse(text: str) -> ast.expr:
 
 def _check(node: ast.AST, text: str) -> None:
     ok = (ast.Constant, ast.Name, ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.Subscript, ast.Call,
-          ast.List, ast.Tuple, ast.Set, ast.Load, ast.USub, ast.And, ast.Or, ast.Not, *_BINOPS, *_CMPOPS)
+          ast.List, ast.Tuple, ast.Set, ast.IfExp, ast.Load, ast.USub, ast.And, ast.Or, ast.Not, *_BINOPS, *_CMPOPS)
     nodes = list(ast.walk(node))
     if len(nodes) > MAX_NODES:
         raise ExprError(f"expression {shown(text)} has {len(nodes)} syntax nodes; at most {MAX_NODES} are allowed")
     for sub in nodes:
         if not isinstance(sub, ok):
             raise ExprError(f"unsupported syntax {type(sub).__name__} in {shown(text)}")
-        if isinstance(sub, ast.Name) and sub.id not in ("N", "ids", "k", *_FUNCS):
-            raise ExprError(f"unknown name {shown(sub.id)} in {shown(text)} (allowed: N, ids, k, {', '.join(_FUNCS)})")
+        if isinstance(sub, ast.Name) and sub.id not in ("N", "ids", "k", "D", *_FUNCS):
+            raise ExprError(f"unknown name {shown(sub.id)} in {shown(text)} (allowed: N, ids, k, D, {', '.join(_FUNCS)})")
         if isinstance(sub, ast.Call) and not (isinstance(sub.func, ast.Name) and sub.func.id in _FUNCS):
             raise ExprError(f"unsupported call in {shown(text)}")
         if isinstance(sub, ast.Call) and sub.keywords:
@@ -137,6 +149,8 @@ def _eval(node: ast.AST, env: dict) -> Any:
                 return False
             left = right
         return True
+    if isinstance(node, ast.IfExp):
+        return _eval(node.body, env) if _eval(node.test, env) else _eval(node.orelse, env)
     if isinstance(node, ast.Subscript):
         seq = _eval(node.value, env)
         try:

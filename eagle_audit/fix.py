@@ -94,9 +94,14 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
                    "finding).")
     desired = [s.boundary for s in trained]
     candidates: list[tuple[str | None, list[int] | None]] = []
-    for place in engine.id_places[:1]:
+    reads = {r.place: r for r in engine.convention.reads()} if engine.convention is not None else {}
+    applicable = [p for p in engine.id_places if p not in reads or not reads[p].skipped(draft.config)]
+    if engine.convention is not None:  # a DFlash / DSpark draft keeps its ids in its own places
+        applicable = [p for p in applicable if p in engine.convention.kind_places()] or applicable
+    for place in applicable[:1]:
+        read_shift = reads[place].shift if place in reads else 0
         for case in rule.explicit:
-            candidates.append((place, [b - case.shift for b in desired]))
+            candidates.append((place, [b - case.shift - read_shift for b in desired]))
     candidates.append((None, None))  # no ids at all: the engine's default
     for place, ids in candidates:
         patch = dict(extra)

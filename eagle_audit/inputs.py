@@ -64,10 +64,12 @@ class Prepared:
 def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convention]:
     """The draft (headers only) and the engine's rules: probed from an installed engine unless
     ``opts.use_installed_engine`` is off, else the built-in convention (``notes`` says which)."""
+    from .block_draft import convention_for
     from .provenance import engine_convention
 
     draft = read_draft(os.fspath(opts.draft), config_only=bool(getattr(opts, "static", False)))
-    return draft, engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
+    engine = engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
+    return draft, (convention_for(engine, draft.kind, notes) if draft.kind != "eagle3" else engine)
 
 
 def source_request(opts: AuditInputs, device_map: str | None = None):

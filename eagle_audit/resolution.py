@@ -252,9 +252,20 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         return given_side(wiring, draft, None), None
     assumed = trainer is None
     if assumed:
-        trainer = assumed_trainer(draft, info, trained_ids, notes)
-    pipeline = pick_pipeline(trainer, draft, info, trained_ids, notes)
-    conv = trainer_convention(pipeline or trainer, notes)
+        if draft.kind != "eagle3":
+            from .block_draft import TRAINER_BY_KIND
+
+            trainer = TRAINER_BY_KIND.get((draft.layout, draft.kind)) or TRAINER_BY_LAYOUT[draft.layout]
+            notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout ({draft.kind} draft)")
+        else:
+            trainer = assumed_trainer(draft, info, trained_ids, notes)
+    if draft.kind != "eagle3":
+        from .block_draft import convention_for
+
+        conv = convention_for(trainer_convention(trainer, notes), draft.kind, notes)
+    else:
+        pipeline = pick_pipeline(trainer, draft, info, trained_ids, notes)
+        conv = trainer_convention(pipeline or trainer, notes)
     if assumed and trainer in TRAINER_FALLBACK and conv.unsupported_reason(info.architecture) is not None:
         older = get_convention(TRAINER_FALLBACK[trainer], "trainer")
         notes.append(f"{conv.title} {conv.version} cannot capture for {info.architecture} "

@@ -27,6 +27,7 @@ CODES = {
     "ENGINE_CRASH": "the engine raises on the draft's ids (at start-up or at the first forward), with its own message",
     "NOT_RESIDUAL_STREAM": "the engine's capture index feeds a tensor that is not the residual stream the draft saw",
     "TRAINED_WIRING_DIFFERS": "the draft's weights were trained on other states than the config / trainer convention declares",
+    "BLOCK_IDS_DISAGREE": "a DFlash / DSpark config's EAGLE-3 ids and its own ids name different states; engines read one or the other",
     "REPRESENTATION_MISMATCH": "no wiring makes the draft agree with this target: another target, untrained, or a changed residual stream",
     "DRAFT_CLASS_UNSUPPORTED": "the engine registers no EAGLE-3 draft class that loads this draft config",
     "TRAINER_REFUSES_IDS": "the trainer named (or assumed) refuses the draft's ids: it cannot have trained this draft",

@@ -218,7 +218,8 @@ def test_read_ids_validates_the_config_value():
         with pytest.raises(BadConvention, match="eagle_aux_hidden_state_layer_ids must be a list of integers"):
             read_ids({"eagle_config": {"eagle_aux_hidden_state_layer_ids": bad}}, "nested")
     assert set(ID_PLACES) == {"nested", "top_level", "nested_layer_ids", "dflash_target_layer_ids",
-                              "dspark_target_layer_ids", "target_layer_ids", "dflash_layer_ids"}
+                              "dspark_target_layer_ids", "target_layer_ids", "dflash_layer_ids", "dspark_config_ids",
+                              "aux_hidden_state_layer_ids"}
 
 
 # ---------------------------------------------------------------------------- loading user files

@@ -41,6 +41,8 @@ TRITON_VERSION = "3.9.0"
 SPECFORGE_VERSION = "0.2.0"
 SPECFORGE_SGLANG_VERSION = "0.5.14"  # the SGLang SpecForge 0.2.0 pins and captures through
 SPECULATORS_VERSION = "0.9.0"
+DFLASH_VERSION = "0.1.0"  # z-lab dflash (PyPI ``dflash``): the reference DFlash draft
+MODELOPT_VERSION = "0.47.0"  # nvidia-modelopt: its DFlash trainer (read, never installed: it is 1 MB of CUDA glue)
 # the exact SGLang file the reference (shared/reference/sglang.md) was read from, whatever the host
 SGLANG_PIP_PLATFORM = ("--platform", "manylinux_2_34_x86_64", "--python-version", "3.11", "--only-binary=:all:")
 
@@ -67,7 +69,7 @@ def fetch_wheel(package: str, version: str, *pip_args: str) -> Path:
     test may call it."""
     _check_tier()
     folder = cache_root() / package
-    pattern = f"{package}-{version}-*.whl"
+    pattern = f"{package.replace('-', '_')}-{version}-*.whl"  # wheel file names spell "-" as "_"
     found = sorted(folder.glob(pattern))
     if not found:
         folder.mkdir(parents=True, exist_ok=True)
@@ -94,6 +96,14 @@ def specforge_wheel() -> Path:
 
 def speculators_wheel() -> Path:
     return fetch_wheel("speculators", SPECULATORS_VERSION)
+
+
+def dflash_wheel() -> Path:
+    return fetch_wheel("dflash", DFLASH_VERSION)
+
+
+def modelopt_wheel() -> Path:
+    return fetch_wheel("nvidia-modelopt", MODELOPT_VERSION)
 
 
 def installed(*wheels: Path) -> Path:
@@ -207,6 +217,37 @@ class WheelSource:
         ns.update({f"_base{i}": b for i, b in enumerate(bases)})
         exec(compile(module, f"{self.wheel.name}/{path}", "exec"), ns)
         return ns[name]
+
+    def definitions(self, path: str, names: tuple[str, ...], namespace: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The named top-level definitions of a file (functions, classes with their decorators, such as a
+        ``@dataclass``, and simple assignments), compiled together in one fresh namespace made of ``namespace``,
+        in file order; the rest of the file (its imports, its other code) is left out."""
+        tree = self.tree(path)
+        body = []
+        for node in tree.body:
+            named = getattr(node, "name", None)
+            if named is None and isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                named = next((t.id for t in targets if isinstance(t, ast.Name)), None)
+            if named in names:
+                node = copy.deepcopy(node)
+                if isinstance(node, ast.FunctionDef):
+                    _strip_annotations(node.args)
+                    node.returns = None
+                    _LocalImports().visit(node)
+                body.append(node)
+        missing = set(names) - {getattr(n, "name", None) or next(
+            (t.id for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)), None)
+            for n in body}
+        if missing:
+            raise LookupError(f"{path}: no {', '.join(sorted(missing))}")
+        module = ast.Module(body=body, type_ignores=[])
+        ns: dict[str, Any] = {"__name__": f"wheel:{path}", "__builtins__": __builtins__}
+        ns.update(namespace or {})
+        # annotations evaluated as written (a dataclass resolves string ones through sys.modules, which has no
+        # entry for this namespace): the namespace supplies the typing names they use
+        exec(compile(module, f"{self.wheel.name}/{path}", "exec", dont_inherit=True), ns)
+        return ns
 
     def module(self, path: str, namespace: dict[str, Any] | None = None, skip_imports: bool = True) -> dict[str, Any]:
         """Execute a whole (small, self-contained) file of the wheel in a fresh namespace; its import

@@ -182,6 +182,9 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                         options=("live", "topk"))
     notes: list[str] = []
     spec, engine = read_inputs(opts, notes)
+    from ..block_draft import require_eagle3
+
+    require_eagle3(spec, "accept-rate")
     settings = with_tree_attention(settings, engine)
     from ..prompts import encode, load_prompts
 

@@ -52,6 +52,10 @@ FINDING_DETAILS = {
     "NOT_RESIDUAL_STREAM": ("error", "the engine's capture index feeds something other than the residual stream "
                                      "(SGLang Gemma 3: the previous layer's `post_feedforward_layernorm` branch "
                                      "output); no config fixes it"),
+    "BLOCK_IDS_DISAGREE": ("error / warning", "a DFlash / DSpark config also carries EAGLE-3 ids, and the two name "
+                                              "different states (DFlash ids are `hidden_states[k + 1]`); vLLM reads "
+                                              "the top-level EAGLE-3 ids first, SGLang only the DFlash places; an "
+                                              "error when the engine's choice changes what the draft is fed"),
     "TRAINED_WIRING_DIFFERS": ("error", "`fingerprint`: the draft's weights were trained on other states than the "
                                         "config / trainer convention declares (both wirings named)"),
     "REPRESENTATION_MISMATCH": ("error", "`fingerprint`: no wiring makes the draft agree with this target (another "

@@ -286,6 +286,9 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
                          "measurement itself (leave the trainer out to use the one the layout implies)")
     notes: list[str] = []
     spec = read_draft(opts.draft)
+    from ..block_draft import require_eagle3
+
+    require_eagle3(spec, "fingerprint")
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
     if source is None:

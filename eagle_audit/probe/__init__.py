@@ -24,14 +24,19 @@ from ..errors import AuditError, UnknownConvention
 from .emit import to_convention, to_convention_data
 from .results import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbedCase,
                       ProbedRule, ProbeResult, Reach, Site)
+from .block import probe_block, probe_vllm_block
 from .sglang import probe_sglang
 from .source import BadSource
 from .vllm import probe_vllm, probe_vllm_v1
 
 #: Engines whose source can be probed: name -> prober(source) -> ProbeResult.
-PROBERS: dict[str, Callable[..., ProbeResult]] = {"sglang": probe_sglang, "vllm": probe_vllm, "vllm-v1": probe_vllm_v1}
+PROBERS: dict[str, Callable[..., ProbeResult]] = {
+    "sglang": probe_sglang, "vllm": probe_vllm, "vllm-v1": probe_vllm_v1,
+    # DFlash / DSpark drafts (issue 17): eagle_audit/probe/block.py
+    "sglang-dflash": functools.partial(probe_block, "dflash"), "sglang-dspark": functools.partial(probe_block, "dspark"),
+    "vllm-dflash": probe_vllm_block}
 #: Engines whose Python package is named differently from the engine.
-PACKAGES = {"vllm-v1": "vllm"}
+PACKAGES = {"vllm-v1": "vllm", "vllm-dflash": "vllm", "sglang-dflash": "sglang", "sglang-dspark": "sglang"}
 
 
 def probe_engine(engine: str, source: str | os.PathLike | None = None) -> ProbeResult:

@@ -65,9 +65,12 @@ def _locals(fn: ast.FunctionDef) -> dict[str, ast.expr]:
 
 
 class ReachReader:
-    def __init__(self, index: ModuleIndex, held: HeldResolver):
+    """``setter``: the target's setter whose inner-model counterpart receives the ids (EAGLE-3's by default)."""
+
+    def __init__(self, index: ModuleIndex, held: HeldResolver, setter: str = SETTER):
         self.index = index
         self.held = held
+        self.setter = setter
 
     def inner_classes(self, concrete: ClassInfo, attr: str) -> tuple[tuple[ClassInfo, ...], ReachError | None]:
         if attr == "":
@@ -104,9 +107,9 @@ class ReachReader:
     def _one(self, inner: ClassInfo, via_setter: bool) -> Reach | ReachError:
         unguarded = None
         if via_setter:
-            found = self.index.find_method(inner, SETTER)
+            found = self.index.find_method(inner, self.setter)
             if found is None:
-                return ReachError(inner.site(), f"{inner.name} ({inner.site()}) has no {SETTER} to receive the ids")
+                return ReachError(inner.site(), f"{inner.name} ({inner.site()}) has no {self.setter} to receive the ids")
             owner, fn = found
             checked = _inner_setter(owner, fn)
             if isinstance(checked, ReachError):
@@ -117,7 +120,7 @@ class ReachReader:
         packer: Site | None = None
         branch: Site | None = None
         for owner, fn in self.index.methods(inner):
-            if fn.name == SETTER:
+            if fn.name in (SETTER, self.setter):
                 continue
             loop_vars, locals_ = _loop_vars(fn), _locals(fn)
             paired = _paired_with_residual(fn)
@@ -148,7 +151,8 @@ class ReachReader:
             return Reach("0", "N", final, how, **extra)
         if in_loop:
             return Reach("0", "N - 1", in_loop, f"capture only inside the layer loop ({in_loop.short()})", **extra)
-        if not any(_reads_capture_state(fn) for _, fn in self.index.all_definitions(inner) if fn.name != SETTER):
+        if not any(_reads_capture_state(fn) for _, fn in self.index.all_definitions(inner)
+                   if fn.name not in (SETTER, self.setter)):
             return ReachError(inner.site(), f"{inner.name} ({inner.site()}) never reads layers_to_capture: "
                                             "nothing is captured", never_read=True)
         return ReachError(inner.site(), f"no capture test found in {inner.name} ({inner.site()})")
@@ -218,7 +222,10 @@ def _inner_setter(owner: ClassInfo, fn: ast.FunctionDef) -> Site | None | ReachE
             continue
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute) \
                 and stmt.targets[0].attr == "layers_to_capture" and _self_chain(stmt.targets[0].value) == "" \
-                and isinstance(stmt.value, ast.Name) and stmt.value.id == param:
+                and (isinstance(stmt.value, ast.Name) and stmt.value.id == param
+                     or isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Name)
+                     and stmt.value.func.id in ("list", "tuple") and len(stmt.value.args) == 1
+                     and isinstance(stmt.value.args[0], ast.Name) and stmt.value.args[0].id == param):
             stored = True
             continue
         if isinstance(stmt, ast.For) and not stmt.orelse:

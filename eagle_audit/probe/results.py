@@ -74,12 +74,15 @@ class ProbedRule:
     explicit: tuple[ProbedCase, ...]
     reach: Reach
     n_from: str = ""  # the source expression read as N, e.g. "self.config.text_config.num_hidden_layers"
+    default_explicit: bool = False  # the default ids are handed to the setter as ids (DFlash / DSpark)
+    id_checks: tuple[dict, ...] = ()  # the setter's own checks over its ids: id_checks entries of the convention
 
     def key(self) -> tuple:
         """The rule's meaning: equal keys mean the same capture indices for every N and ids."""
         return (self.default_ids, self.default_shift, tuple((c.when, c.shift) for c in self.explicit),
                 self.reach.min_capture, self.reach.max_capture, self.reach.unguarded is not None,
-                self.reach.count_check is not None, self.reach.branch is not None, self.reach.none_add is not None)
+                self.reach.count_check is not None, self.reach.branch is not None, self.reach.none_add is not None,
+                self.default_explicit, tuple(sorted((c["when"], c["error"]) for c in self.id_checks)))
 
     def default_text(self) -> str:
         return self.default_ids + (f" {self.default_shift:+d}" if self.default_shift else "")
@@ -123,6 +126,8 @@ class ProbeResult:
     skipped: tuple[str, ...] = ()  # files that could not be parsed: "path:line: message"
     count_error: tuple[str, str, Site] | None = None  # the packer's own (exception, message template, site)
     id_reads: tuple[dict, ...] | None = None  # how each place is read: ids_from entries (place, shift, empty...)
+    name: str | None = None  # the convention's name when not the engine's (``sglang-dflash``)
+    extra: dict | None = None  # further convention keys the probe derived (block drafts: draft_kinds, id_checks...)
 
     def by_status(self, status: str) -> tuple[ArchResult, ...]:
         return tuple(a for a in self.archs if a.status == status)

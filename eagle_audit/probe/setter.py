@@ -77,6 +77,12 @@ class SinkRef:  # self.<attr>.layers_to_capture, read back (for loops over it)
 
 
 @dataclass(frozen=True)
+class OutOfRange:  # ``[i for i in ids if not lo <= i < hi]``: the ids outside lo..hi-1 (truthy when any is)
+    lo: ast.expr
+    hi: ast.expr
+
+
+@dataclass(frozen=True)
 class Unknown:
     node: ast.AST
 
@@ -110,6 +116,8 @@ class SetterAnalysis:
     n_from: str = ""
     delegate: str | None = None  # attribute the ids are handed to, unchanged
     delegate_site: Site | None = None
+    checks: tuple[tuple[str, Site, str, str], ...] = ()  # (condition over ids, site, error, message): the setter raises
+    sink_name: str = "layers_to_capture"  # the attribute the capture list is stored in
 
 
 @dataclass
@@ -121,23 +129,31 @@ class _State:
     sink: Sink | None = None
     flags: list = field(default_factory=list)
     delegate: tuple[str, Site] | None = None
+    sink_name: str = "layers_to_capture"
 
     def fork(self) -> "_State":
         return _State(dict(self.env), self.conds, self.cond_line, self.sink_value, self.sink, list(self.flags),
-                      self.delegate)
+                      self.delegate, self.sink_name)
 
 
 HasAttr = Callable[[str, str], bool | None]  # (attr, method) -> whether the held class has it; None: unknown
 
 
 class SetterReader:
-    def __init__(self, path: str, fn: ast.FunctionDef, hasattr_fn: HasAttr):
+    """``setter``: the method read (EAGLE-3's by default; the DFlash / DSpark setters for
+    :mod:`eagle_audit.probe.block`, which take no default: ``need_default=False``, and whose raising branches
+    over the ids are kept as ``checks``). ``sinks``: the attributes a capture list may be stored in."""
+
+    def __init__(self, path: str, fn: ast.FunctionDef, hasattr_fn: HasAttr, setter: str = SETTER,
+                 need_default: bool = True, sinks: tuple[str, ...] = ("layers_to_capture",)):
         self.path = path
         self.fn = fn
         self.hasattr_fn = hasattr_fn
+        self.setter, self.need_default, self.sinks = setter, need_default, sinks
+        self.checks: list[tuple[str, Site, str, str]] = []
         args = fn.args.posonlyargs + fn.args.args
         if len(args) < 2:
-            raise Unrecognised(fn, f"{SETTER} takes no ids parameter")
+            raise Unrecognised(fn, f"{setter} takes no ids parameter")
         self.param = args[1].arg
         self.n_from: set[str] = set()
 
@@ -147,14 +163,17 @@ class SetterReader:
     # ---------------------------------------------------------------- top level
 
     def read(self) -> SetterAnalysis:
-        default = self._run(NoneVal())
+        default = self._run(NoneVal()) if self.need_default else []  # block setters always get ids
         explicit = self._run(Ids())
         delegates = {s.delegate[0] for s in default + explicit if s.delegate}
         if delegates:
             if len(delegates) > 1 or any(s.delegate is None for s in default + explicit):
                 raise Unrecognised(self.fn, "the ids are delegated on some paths only")
             first = next(s for s in default + explicit if s.delegate)
-            return SetterAnalysis(delegate=first.delegate[0], delegate_site=first.delegate[1])
+            return SetterAnalysis(delegate=first.delegate[0], delegate_site=first.delegate[1],
+                                  checks=tuple(dict.fromkeys(self.checks)))
+        if not self.need_default and not default and explicit:
+            return self._explicit_only(explicit)
         if len(default) != 1:
             raise Unrecognised(self.fn, f"{len(default)} paths set the default ids (expected one)")
         d = default[0]
@@ -178,6 +197,23 @@ class SetterReader:
             default_ids=ast.unparse(d.sink_value.node), default_shift=d.sink_value.shift,
             default_site=d.sink.site, explicit=tuple(cases), sink=d.sink, flag_loops=flags,
             n_from=", ".join(sorted(self.n_from)))
+
+    def _explicit_only(self, explicit: list[_State]) -> SetterAnalysis:
+        """A setter that raises without ids (the DFlash / DSpark ones): its explicit cases and checks only."""
+        cases = []
+        for s in explicit:
+            if not isinstance(s.sink_value, Ids):
+                raise Unrecognised(self.fn, f"an explicit-ids path stores {_describe(s.sink_value)}")
+            cases.append(ProbedCase(shift=s.sink_value.shift, when=" and ".join(s.conds) or None,
+                                    site=Site(self.path, s.cond_line or s.sink.site.line, s.sink.site.end_line)))
+        sinks = {(s.sink.attr, s.sink.via_setter, s.sink_name) for s in explicit}
+        if len(sinks) != 1:
+            raise Unrecognised(self.fn, "the paths store the ids in different places")
+        first = explicit[0]
+        flags = tuple(dict.fromkeys(f for s in explicit for f in s.flags))
+        return SetterAnalysis(explicit=tuple(cases), sink=first.sink, flag_loops=flags,
+                              n_from=", ".join(sorted(self.n_from)), checks=tuple(dict.fromkeys(self.checks)),
+                              sink_name=first.sink_name)
 
     def _run(self, ids: object) -> list[_State]:
         state = _State(env={self.param: ids})
@@ -223,9 +259,14 @@ class SetterReader:
             taken = state.fork()
             taken.conds = state.conds + (test,)
             taken.cond_line = taken.cond_line or stmt.lineno
+            if not self.need_default and not stmt.orelse and stmt.body and isinstance(stmt.body[-1], ast.Raise):
+                self.checks.append((test, self.site(stmt), *_raised(stmt.body[-1])))  # it raises when test holds
+                return self._block(rest, state)
             return self._block(stmt.body + rest, taken) + self._block(stmt.orelse + rest, state.fork())
         # a condition that does not look at the ids
         if not stmt.orelse and stmt.body and isinstance(stmt.body[-1], (ast.Return, ast.Raise)):
+            if not self.need_default and isinstance(stmt.body[-1], ast.Raise) and self._from_ids(stmt.test, state):
+                raise Unrecognised(stmt, f"a check over the ids not read: `{ast.unparse(stmt.test)[:60]}`")
             return self._block(rest, state)  # a guard: the setter works only past it
         raise Unrecognised(stmt, f"unrecognised condition `{ast.unparse(stmt.test)[:60]}`")
 
@@ -238,11 +279,12 @@ class SetterReader:
         if isinstance(target, ast.Name):
             state.env[target.id] = replace(value, raw=False) if isinstance(value, Ids) else value
             return
-        if isinstance(target, ast.Attribute) and target.attr == "layers_to_capture":
+        if isinstance(target, ast.Attribute) and target.attr in self.sinks:
             attr = _self_chain(target.value)
             if attr is None:
-                raise Unrecognised(stmt, f"layers_to_capture set on `{ast.unparse(target.value)}`")
+                raise Unrecognised(stmt, f"{target.attr} set on `{ast.unparse(target.value)}`")
             self._store(value, Sink(attr, False, self.site(stmt)), stmt, state)
+            state.sink_name = target.attr
             return
         if isinstance(target, ast.Attribute) and _self_chain(target.value) is not None and \
                 isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, bool):
@@ -259,21 +301,23 @@ class SetterReader:
         """Handles a call statement; True when it ends the path (delegation)."""
         call = stmt.value
         func = call.func
-        if isinstance(func, ast.Attribute) and func.attr == SETTER:
+        if isinstance(func, ast.Attribute) and func.attr in (self.setter, *self._also_delegates()):
             if len(call.args) != 1 or call.keywords:
-                raise Unrecognised(stmt, f"{SETTER} called with unexpected arguments")
+                raise Unrecognised(stmt, f"{func.attr} called with unexpected arguments")
             arg = call.args[0]
             if isinstance(func.value, ast.Call) and isinstance(func.value.func, ast.Name) and func.value.func.id == "super":
                 attr = "super()"
             else:
                 attr = _self_chain(func.value)
-                if attr is None or attr == "":
-                    raise Unrecognised(stmt, f"{SETTER} called on `{ast.unparse(func.value)}`")
+                if attr is None or (attr == "" and func.attr == self.setter):
+                    raise Unrecognised(stmt, f"{func.attr} called on `{ast.unparse(func.value)}`")
             value = self._eval(arg, state)
             if isinstance(arg, ast.Name) and arg.id == self.param and isinstance(value, (Ids, NoneVal)) and \
                     (isinstance(value, NoneVal) or value.raw):
-                state.delegate = (attr, self.site(stmt))
+                state.delegate = (attr if func.attr == self.setter else f"{attr}#{func.attr}", self.site(stmt))
                 return True
+            if func.attr != self.setter:
+                raise Unrecognised(stmt, f"transformed ids passed to {func.attr}")
             if attr == "super()":
                 raise Unrecognised(stmt, "transformed ids passed to super()")
             self._store(value, Sink(attr, True, self.site(stmt)), stmt, state)
@@ -327,9 +371,9 @@ class SetterReader:
             if all(isinstance(v, Num) for v in items):
                 return DefaultList(ast.List([v.node for v in items], ast.Load()))
             return Unknown(node)
-        if isinstance(node, ast.ListComp):
+        if isinstance(node, ast.ListComp) or (isinstance(node, ast.SetComp) and not self.need_default):
             return self._listcomp(node, state)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple") \
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple", "set") \
                 and len(node.args) == 1 and not node.keywords:
             v = self._eval(node.args[0], state)
             return replace(v, raw=False) if isinstance(v, Ids) else v
@@ -366,9 +410,19 @@ class SetterReader:
         if len(node.generators) != 1:
             return Unknown(node)
         gen = node.generators[0]
-        if gen.ifs or gen.is_async or not isinstance(gen.target, ast.Name):
+        if gen.is_async or not isinstance(gen.target, ast.Name) or len(gen.ifs) > 1:
             return Unknown(node)
         var = gen.target.id
+        if len(gen.ifs) == 1 and isinstance(self._eval(gen.iter, state), Ids) and \
+                isinstance(node.elt, ast.Name) and node.elt.id == var:
+            bounds = _range_filter(gen.ifs[0], var)
+            if bounds is not None:
+                lo, hi = (self._eval(b, state) for b in bounds)
+                if isinstance(lo, Num) and isinstance(hi, Num):
+                    return OutOfRange(lo.node, hi.node)
+            return Unknown(node)
+        if gen.ifs:
+            return Unknown(node)
         shift = _elt_shift(node.elt, var)
         if shift is None:
             return Unknown(node)
@@ -381,6 +435,10 @@ class SetterReader:
 
     def _test(self, node: ast.expr, state: _State) -> bool | str | None:
         """True / False when decided on this path; a condition text over ids and N; None: not about ids."""
+        if not self.need_default and isinstance(node, (ast.Call, ast.UnaryOp)):
+            ranged = self._range_call(node, state)
+            if ranged is not None:
+                return ranged
         if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) \
                 and isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
             v = self._eval(node.left, state)
@@ -394,6 +452,17 @@ class SetterReader:
             if isinstance(inner, str):
                 return f"not ({inner})"
             return None if not self._mentions_ids(node, state) else self._fail(node)
+        if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and not self.need_default:
+            parts = []
+            for v in node.values:
+                if isinstance(v, ast.UnaryOp) and isinstance(v.op, ast.Not) and isinstance(v.operand, ast.Name) \
+                        and isinstance(state.env.get(v.operand.id), Ids):
+                    parts.append("len(ids) == 0")  # ``not layer_ids``: the setter rejects an empty list
+                    continue
+                parts.append(self._test(v, state))
+            if all(isinstance(p, str) for p in parts):
+                return " or ".join(f"({p})" for p in parts)
+            self._fail(node)
         if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.And):
             parts = []
             for v in node.values:
@@ -405,6 +474,9 @@ class SetterReader:
                 if isinstance(t, str):
                     parts.append(t)
             return " and ".join(parts) if parts else True
+        if isinstance(node, ast.Name) and isinstance(state.env.get(node.id), OutOfRange):
+            v = state.env[node.id]
+            return f"len(ids) > 0 and (min(ids) < {ast.unparse(v.lo)} or max(ids) >= {ast.unparse(v.hi)})"
         if isinstance(node, ast.Name) and node.id in state.env:
             v = state.env[node.id]
             if isinstance(v, NoneVal):
@@ -422,6 +494,42 @@ class SetterReader:
         if not self._mentions_ids(node, state):
             return None
         return self._condition(node, state)
+
+    def _range_call(self, node: ast.expr, state: _State) -> str | None:
+        """``any(i < lo or i >= hi for i in ids)`` / ``not all(lo <= i < hi for i in ids)``: some id is outside
+        lo..hi-1, as a condition over ids; None for any other shape."""
+        negated = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)
+        call = node.operand if negated else node
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and len(call.args) == 1
+                and isinstance(call.args[0], ast.GeneratorExp) and call.func.id == ("all" if negated else "any")):
+            return None
+        gen = call.args[0]
+        if len(gen.generators) != 1 or gen.generators[0].ifs or not isinstance(gen.generators[0].target, ast.Name):
+            return None
+        var = gen.generators[0].target.id
+        if not isinstance(self._eval(gen.generators[0].iter, state), Ids):
+            return None
+        test = ast.UnaryOp(ast.Not(), gen.elt) if negated else gen.elt
+        bounds = _range_filter(test, var)
+        if bounds is None:
+            return None
+        lo, hi = (self._eval(b, state) for b in bounds)
+        if not (isinstance(lo, Num) and isinstance(hi, Num)):
+            return None
+        return f"len(ids) > 0 and (min(ids) < {ast.unparse(lo.node)} or max(ids) >= {ast.unparse(hi.node)})"
+
+    def _also_delegates(self) -> tuple[str, ...]:
+        """Other setters a block-draft setter may hand its ids to (Kimi-K3, MiniMax-M3: DFlash -> DSpark)."""
+        return () if self.need_default else ("set_dflash_layers_to_capture", "set_dspark_layers_to_capture")
+
+    def _from_ids(self, node: ast.AST, state: _State) -> bool:
+        """Whether ``node`` reads a local computed from the ids (``bad = [i for i in layer_ids if ...]``)."""
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name) and isinstance(state.env.get(n.id), Unknown):
+                inner = state.env[n.id].node
+                if any(isinstance(m, ast.Name) and m.id == self.param for m in ast.walk(inner)):
+                    return True
+        return False
 
     def _mentions_ids(self, node: ast.AST, state: _State) -> bool:
         return any(isinstance(n, ast.Name) and isinstance(state.env.get(n.id), (Ids, NoneVal)) for n in ast.walk(node))
@@ -510,3 +618,36 @@ def _describe(value: object) -> str:
     if value is None:
         return "nothing"
     return type(value).__name__
+
+
+def _raised(stmt: ast.Raise) -> tuple[str, str]:
+    """(exception name, its message's literal text, f-string fields as ``{...}``) of ``raise E("...")``."""
+    exc = stmt.exc
+    if not (isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name)):
+        return (ast.unparse(exc)[:40] if exc is not None else "re-raise"), ""
+    parts = []
+    for arg in exc.args[:1]:
+        nodes = arg.values if isinstance(arg, ast.JoinedStr) else [arg]
+        for v in nodes:
+            if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                parts.append(v.value.replace("{", "(").replace("}", ")"))
+            else:
+                parts.append("...")
+    return exc.func.id, "".join(parts)
+
+
+def _range_filter(test: ast.expr, var: str) -> tuple[ast.expr, ast.expr] | None:
+    """(lo, hi) of a filter that keeps ``var`` outside ``lo..hi-1``: ``not lo <= var < hi`` or
+    ``var < lo or var >= hi``; None for any other filter."""
+    def is_var(n: ast.expr) -> bool:
+        return isinstance(n, ast.Name) and n.id == var
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Compare):
+        c = test.operand
+        if len(c.ops) == 2 and isinstance(c.ops[0], ast.LtE) and isinstance(c.ops[1], ast.Lt) and is_var(c.comparators[0]):
+            return c.left, c.comparators[1]
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or) and len(test.values) == 2:
+        a, b = test.values
+        if all(isinstance(x, ast.Compare) and len(x.ops) == 1 and is_var(x.left) for x in (a, b)) and \
+                isinstance(a.ops[0], ast.Lt) and isinstance(b.ops[0], ast.GtE):
+            return a.comparators[0], b.comparators[0]
+    return None
