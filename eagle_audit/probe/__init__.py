@@ -48,7 +48,10 @@ def probe_engine(engine: str, source: str | os.PathLike | None = None) -> ProbeR
 
 
 def builtin_base(engine: str) -> Convention | None:
-    """The built-in convention of ``engine`` (for the keys a probe does not read), if any."""
+    """The built-in convention of ``engine`` (for the keys a probe does not read), if any. The DFlash / DSpark
+    probes derive every key they emit (their built-in files are their own output): none."""
+    if engine.endswith(("-dflash", "-dspark")):
+        return None
     try:
         return builtin_conventions("engine").get(engine)
     except AuditError:
