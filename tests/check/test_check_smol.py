@@ -1,0 +1,83 @@
+"""`check` on SmolLM2 and the fingerprint test canaries (tests/fingerprint: trained on known wirings): the
+verdict where every stage agrees, and where only the weights can tell (a config that claims the wiring the
+engine feeds while the weights were trained on another): TRAINED_WIRING_DIFFERS shown by the fingerprint,
+the fix from it, the cost of the measured wiring."""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fingerprint"))
+
+from eagle_audit.check.run import CheckOptions, run_check  # noqa: E402
+from eagle_audit.states import State  # noqa: E402
+
+pytestmark = pytest.mark.full  # SmolLM2, canaries (trained once, cached), the fingerprint's search: minutes
+
+
+@pytest.fixture(scope="module")
+def canaries(smollm2, audit_cache):
+    import torch
+
+    from fp_canaries import train_all
+
+    torch.set_num_threads(1)
+    return train_all(smollm2, audit_cache, log=lambda m: None)
+
+
+@pytest.fixture(scope="module")
+def prompts(tmp_path_factory) -> str:
+    """The built-in prompts 9-12: the text the canaries were trained on, as tests/fingerprint reads them
+    (on held-out text a short canary's slots can stay undetermined: docs/fingerprint.md)."""
+    from importlib import resources
+
+    lines = (resources.files("eagle_audit") / "data" / "chat_prompts.jsonl").read_text().splitlines()
+    path = tmp_path_factory.mktemp("prompts") / "canary-text.jsonl"
+    path.write_text("\n".join(lines[8:12]) + "\n")
+    return str(path)
+
+
+def _run(smollm2_path, draft, prompts, **kw):
+    return run_check(CheckOptions(target=smollm2_path, draft=str(draft), prompts=prompts, use_installed_engine=False,
+                                  resamples=200, **kw))
+
+
+def test_a_canary_served_as_trained_is_a_match_in_every_stage(smollm2_path, canaries, prompts):
+    r = _run(smollm2_path, canaries["emb-3-16"], prompts, fingerprint=True)
+    assert [s.name for s in r.stages if s.ran] == ["static", "captured", "fingerprint", "accept_rate"]
+    assert r.verdict.status == "match" and r.verdict.problems == () and r.verdict.fix is None
+    fp = r.stage("fingerprint").result
+    assert fp.inferred is not None and all(sl.admits(s) for sl, s in zip(fp.slots, fp.declared.states))
+    acc = r.stage("accept_rate").result
+    assert acc.al("trained") == acc.al("served") and r.verdict.cost["loss"] == 0
+    assert r.source["counts"]["loads"] == 1
+
+
+def test_a_config_that_claims_the_served_wiring_is_caught_by_the_fingerprint(smollm2_path, canaries, prompts,
+                                                                             tmp_path):
+    src = canaries["emb-3-16"]  # trained on B0, B3, B16
+    draft = tmp_path / "claims-default"
+    draft.mkdir()
+    config = json.loads((src / "config.json").read_text())
+    del config["eagle_audit_canary"], config["eagle_config"]["eagle_aux_hidden_state_layer_ids"]
+    (draft / "config.json").write_text(json.dumps(config))
+    for f in src.iterdir():
+        if f.name != "config.json":
+            (draft / f.name).symlink_to(f.resolve())
+    r = _run(smollm2_path, draft, prompts)  # no trainer given: the wiring is assumed, so the fingerprint runs by itself
+    st = {s.name: s for s in r.stages}
+    assert st["static"].verdict == "match" and st["captured"].verdict == "match"  # both sides feed the default
+    assert st["fingerprint"].ran and st["fingerprint"].verdict == "mismatch"
+    v = r.verdict
+    codes = {p.code: p for p in v.problems}
+    assert codes["TRAINED_WIRING_DIFFERS"].shown_by == ("fingerprint",) and v.sure == "fingerprint"
+    assert v.status == "mismatch" and v.fix_from == "fingerprint" and v.fix.possible
+    fp, acc = st["fingerprint"].result, st["accept_rate"].result
+    truth = [State(0), State(3), State(16)]
+    assert all(t in sl.candidates for t, sl in zip(truth, fp.slots))  # the weights admit the true wiring
+    measured = acc.trained.states  # the accept-rate stage costs the measured wiring, the fix serves it
+    assert measured[:2] == (State(0), State(3)) and all(sl.admits(m) for sl, m in zip(fp.slots, measured))
+    assert v.fix.resolved == measured
+    assert v.cost["loss"] > 0.1, v.cost
