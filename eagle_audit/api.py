@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .accept.run import AcceptResult
     from .check.result import CheckResult
     from .result import LayersResult
+    from .served.source import StatesServer
     from .target import LoadedTarget
 
 PathLike = str | os.PathLike
@@ -71,8 +72,13 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
                  trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
                  max_tokens: int = 256, device: str = "cpu", dtype: str = "auto", device_map: str | None = None,
                  static: bool = False, scan: bool = True, use_installed_engine: bool = True,
-                 progress: Progress | None = None) -> LayersResult:
+                 server: str | StatesServer | None = None, progress: Progress | None = None) -> LayersResult:
     """``eagle-audit layers``: the trained and the served wiring slot by slot, findings and the fix.
+
+    ``server``: a running SGLang / vLLM server handing out states (a URL, or a
+    :class:`eagle_audit.served.source.StatesServer` with its kind, key, deadlines and vLLM folder): with the
+    target's weights local each served state is compared with the local capture; with a target directory of
+    config and tokenizer only, every state comes from the server.
 
     ``engine`` and ``trainer`` are built-in names (docs/conventions.md) or convention files;
     ``trained_boundaries`` names the trained states directly; ``trained_ids`` are ids passed to the trainer
@@ -86,8 +92,16 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
                          trained_ids=_ints(trained_ids, "trained_ids"),
                          prompts=None if prompts is None else _path(prompts, "prompts"), max_prompts=max_prompts,
                          max_tokens=max_tokens, device=device, dtype=dtype, device_map=device_map, static=static,
-                         scan=scan, use_installed_engine=use_installed_engine)
+                         scan=scan, use_installed_engine=use_installed_engine, states_server=_server(server))
     return run_layers(opts, progress=progress)
+
+
+def _server(server):
+    if server is None or not isinstance(server, str):
+        return server
+    from .served.source import StatesServer
+
+    return StatesServer(server)
 
 
 def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",

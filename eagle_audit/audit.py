@@ -41,6 +41,8 @@ def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], se
     source = as_source(target)
     n = target.info.num_layers
     columns = all_states(n) if scan else tuple(sorted(set(trained) | set(served)))
+    if scan:  # a source that gives fewer states (a server) scans what it gives; the needed ones are asked anyway
+        columns = tuple(s for s in columns if s in source.spec.states or s in trained or s in served)
     sums = None  # [trained, columns] float64, on the device of the captures (one copy back at the end)
     tokens = 0
     with torch.inference_mode():
@@ -144,6 +146,20 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
             except AuditError as e:
                 notes.append(f"the cost of the draft-semantics difference was not measured: {e.message}")
     slots, findings = diagnose(draft, info, res, stats, agreement=agreement)
+    served_json = None
+    if opts.states_server is not None and target is not None:
+        if target.spec.backend == "server":
+            notes.append(f"every state came from the server: {target.spec.origin}; the draft ran here")
+            served_json = {"mode": "states from the server", "source": target.spec.to_json()}
+        else:
+            from .served.check import served_check
+
+            check = served_check(opts.states_server, target, ids, res.served.states, res.served.title, status)
+            findings = findings + check.findings
+            served_json = {"mode": "served vs local", **check.to_json()}
+            notes.append(f"served states: {check.capture.slots} slots ({', '.join(s.label() for s in check.capture.states)}) "
+                         f"from {opts.states_server.url} over {check.tokens} tokens, compared with the local capture "
+                         f"({target.spec.origin})")
     hint = suggestion(opts.trainer is not None or bool(opts.trained_boundaries), res, p.aux,
                       [s.cosine for s in slots if s.verdict != "ok"])
     if hint:
@@ -153,4 +169,4 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=n_prompts, tokens=tokens, notes=notes, static=opts.static)
     return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), res.trained.wiring,
-                        res.served.wiring, slots, findings, fix, heat, prov, (hint,) if hint else ())
+                        res.served.wiring, slots, findings, fix, heat, prov, (hint,) if hint else (), served_json)

@@ -43,6 +43,7 @@ class AuditInputs:
     dtype: str = "auto"
     use_installed_engine: bool = True
     command: str | None = None  # the CLI line that reproduces this run (None: library call)
+    states_server: Any = None  # eagle_audit.served.source.StatesServer: a server that hands out the target's states
 
 
 @dataclass(frozen=True)
@@ -74,9 +75,18 @@ def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convent
 
 def source_request(opts: AuditInputs, device_map: str | None = None):
     """Where ``opts`` asks its states to come from: the one place an audit's options become a
-    :class:`eagle_audit.source.SourceRequest` (served: the server URL joins it here)."""
+    :class:`eagle_audit.source.SourceRequest`. With ``states_server`` set and no weights in the target
+    directory, every state comes from that server; with weights, the local target is the source and the
+    audit compares the server's states with it (:func:`eagle_audit.served.check.served_check`)."""
     from .source import SourceRequest
 
+    server = getattr(opts, "states_server", None)
+    if server is not None:
+        from .served.source import has_weights
+
+        if not has_weights(os.fspath(opts.target)):  # no weights here: every state from the server
+            return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
+                                 options={"states_server": server})
     return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)
 
 

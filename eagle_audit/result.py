@@ -109,6 +109,7 @@ class LayersResult:
     heatmap: Heatmap | None
     provenance: Mapping[str, Any]
     suggestions: tuple[str, ...] = ()  # what to run next (e.g. measure the trained wiring with the fingerprint)
+    served_states: Mapping[str, Any] | None = None  # --server: where the states came from, the served-vs-local table
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -120,4 +121,4 @@ class LayersResult:
                 "slots": [s.to_json() for s in self.slots], "findings": [f.to_json() for f in self.findings],
                 "fix": self.fix.to_json() if self.fix else None,
                 "heatmap": self.heatmap.to_json() if self.heatmap else None, "provenance": dict(self.provenance),
-                "suggestions": list(self.suggestions)}
+                "suggestions": list(self.suggestions), "served_states": self.served_states}

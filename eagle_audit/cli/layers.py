@@ -8,11 +8,13 @@ from typing import Annotated, Optional
 
 import typer
 
+from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..audit import LayersOptions, run_layers
 from .. import outputs
 from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..fix import merge_patch
 from ..render import render_layers
+from .accept_rate import server_hints
 from .common import AuditArgs, audit_command, err, error_edge, reporter, use_threads
 
 
@@ -23,6 +25,12 @@ def layers(
     static: Annotated[bool, typer.Option("--static", help="Config-level checks only: no target weights are loaded.")] = False,
     scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
     write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR (config.json patched, weights linked); the input is untouched.")] = None,
+    server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang (capture-only) or vLLM (extract_hidden_states) server: with the target's weights here, each state it serves is compared with the local capture of every boundary; with a target directory of config and tokenizer only, every state comes from it (docs/server.md).")] = None,
+    server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
+    hidden_states_dir: Annotated[Optional[str], typer.Option("--hidden-states-dir", help="vLLM: the server's shared_storage_path as this machine sees it (where the connector writes the states).")] = None,
+    api_key: Annotated[Optional[str], typer.Option("--api-key", help="Bearer token for a --server started with --api-key (default: $OPENAI_API_KEY for SGLang, $VLLM_API_KEY then $OPENAI_API_KEY for vLLM). Never written to the JSON.")] = None,
+    server_timeout: Annotated[float, typer.Option("--server-timeout", help="Seconds one --server request may take, connection to last byte.", min=0.001)] = DEFAULT_TIMEOUT,
+    server_deadline: Annotated[float, typer.Option("--server-deadline", help="Seconds the whole --server reading may take.", min=0.001)] = DEFAULT_DEADLINE,
 ) -> None:
     """Audit the hidden-state wiring of an EAGLE-3 draft: trained vs served, slot by slot.
 
@@ -34,14 +42,23 @@ def layers(
 
       eagle-audit layers -t model.gguf -d ./draft --trained-boundaries 0,3,31 --json result.json
 
+      eagle-audit layers -t ./Llama-3.1-8B -d ./my-eagle3 --server http://127.0.0.1:30000   # served vs local
+
     Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input, 3 internal error.
     """
     with error_edge():
         use_threads(args.threads)
         args = args.with_defaults()
         args.check_outputs(new_dirs={"--write-fixed-config": write_fixed_config})
-        opts = LayersOptions(**args.library(ctx), device_map=args.device_map, static=static, scan=scan)
-        with reporter(args.json_out) as (status, progress):
+        states_server = None
+        if server:
+            from ..served.source import StatesServer
+
+            states_server = StatesServer(server, server_kind, api_key, server_timeout, server_deadline,
+                                         hidden_states_dir)
+        opts = LayersOptions(**args.library(ctx), device_map=args.device_map, static=static, scan=scan,
+                             states_server=states_server)
+        with reporter(args.json_out) as (status, progress), server_hints():
             result = run_layers(opts, status, progress)
         args.emit(result, render_layers)
         if write_fixed_config:

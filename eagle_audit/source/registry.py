@@ -29,8 +29,9 @@ class Backend:
 
 
 #: Every backend, in the order :func:`open_source` tries them (the first that accepts wins).
-#: served: the server backend goes first here (it accepts requests with ``server`` set).
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("server", "a running SGLang or vLLM server hands out every state (the target directory holds config and "
+            "tokenizer only)", lambda r: r.server is not None, "eagle_audit.served.source:open_served"),
     Backend("device-map", "transformers, the target split over the visible devices by accelerate (device_map)",
             lambda r: r.server is None and r.device_map is not None, "eagle_audit.source.local:open_local"),
     Backend("local", "transformers, the whole target on one device (cpu, cuda[:i])",

@@ -89,6 +89,7 @@ class FakeSGLang:
         if out.failed_at:
             raise RuntimeError(f"{out.failed_at}: {out.error}: {out.message}")
         self.boundaries = [int(lab[1:]) for lab in out.captured]  # "B<k>" per slot, in capture order
+        self.args = ns
         self.chunk = ns.chunked_prefill_size if ns.chunked_prefill_size not in (None, -1) else None
         self.tree: dict = {}  # radix cache: (namespace, prefix tuple) -> True
         self.requests = 0
@@ -208,7 +209,13 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         fake: FakeSGLang = self.server.fake
         if self.path == "/server_info":
-            self._send(200, json.dumps({"internal_states": [{}], "chunked_prefill_size": fake.chunk or -1}).encode())
+            # build_server_info: the resolved arguments (srt/utils/common.py:3584-3592), a few of them here
+            a = fake.args
+            info = {"internal_states": [{}], "chunked_prefill_size": a.chunked_prefill_size,
+                    "enable_return_aux_hidden_states": a.enable_return_aux_hidden_states,
+                    "return_aux_hidden_state_layer_ids": a.return_aux_hidden_state_layer_ids,
+                    "speculative_algorithm": None, "model_path": a.model_path}
+            self._send(200, json.dumps(info).encode())
         else:
             self._send(404, b'{"error": "not found"}')
 

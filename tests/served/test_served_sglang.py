@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import HIDDEN, N_LAYERS, prompts
+from served_tiny import HIDDEN, N_LAYERS, prompts
 from eagle_audit.accept.server import BadServerReply, ServerOptions
 from eagle_audit.served import (compare_slots, read_sglang_states, served_findings, sglang_reference,
                                 sglang_serving)

@@ -22,7 +22,7 @@ import typing
 import numpy as np
 import pytest
 
-from conftest import HIDDEN, N_LAYERS, prompts
+from served_tiny import HIDDEN, N_LAYERS, prompts
 from eagle_audit.accept.server import BadServerReply, ServerOptions
 from eagle_audit.served import BadStates, compare_slots, read_vllm_states, vllm_reference, vllm_serving
 from eagle_audit.served.compare import local_boundaries

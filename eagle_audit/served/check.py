@@ -1,0 +1,62 @@
+"""``layers --server`` with the target's weights local: each state the server serves against the local
+capture of every boundary on the same tokens (:mod:`eagle_audit.served.compare`), reported for the states
+this draft is served (its slots), the whole table kept in the result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from ..result import Finding
+from ..states import State
+from .compare import SlotMatch, compare_slots, served_findings
+from .launch import Capture, TargetShape
+from .source import StatesServer, server_capture
+
+
+@dataclass(frozen=True)
+class ServedCheck:
+    server: StatesServer
+    capture: Capture
+    matches: tuple[SlotMatch, ...]  # one per server slot
+    findings: tuple[Finding, ...]  # for the draft's served slots
+    tokens: int
+
+    def to_json(self) -> dict:
+        return {"server": self.server.to_json(), "capture": self.capture.to_json(), "tokens": self.tokens,
+                "slots": [m.to_json() for m in self.matches]}
+
+
+def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[int]], served_states: Sequence[State],
+                 engine_title: str, status=None) -> ServedCheck:
+    """``source``: the local state source (weights loaded); ``served_states``: what the engine's rules say
+    serving feeds this draft, slot by slot."""
+    from . import read_served_states
+
+    info = source.info
+    shape = TargetShape(info.name, info.architecture, info.num_layers, info.hidden_size)
+    capture = server_capture(server, shape)
+    if status:
+        status(f"reading {capture.slots} served states per token from {server.url}")
+    served = read_served_states(server.options(), prompts_ids, capture, max_new_tokens=1,
+                                hidden_states_dir=server.hidden_states_dir)
+    everything = tuple(State(k) for k in range(info.num_layers + 1))
+    local: dict[State, list] = {s: [] for s in everything}
+    for r in served:
+        caps = source.teacher_forced([list(r.token_ids)], everything)[0].states
+        for s in everything:
+            local[s].append(caps[s].float().cpu().numpy())
+    table = compare_slots([r.states for r in served], {s: np.concatenate(v) for s, v in local.items()},
+                          capture.states)
+    where = f"{capture.engine} server {server.url}"
+    findings = []
+    for slot, want in enumerate(served_states):
+        for m in table:
+            if m.expected == want:
+                for f in served_findings([m], engine_title, where):
+                    findings.append(Finding(f.code, f.severity, slot, f.what.replace(f"slot {m.slot}:", f"slot {slot}:", 1),
+                                            f.why, f.fix))
+                break
+    return ServedCheck(server, capture, table, tuple(findings), sum(len(r.token_ids) for r in served))

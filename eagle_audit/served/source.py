@@ -1,0 +1,232 @@
+"""The ``server`` state source: every target state from a running SGLang or vLLM server (the no-weights mode).
+
+The target directory holds ``config.json`` and the tokenizer (and, optionally, ``embed_tokens.safetensors``:
+the input embedding and output head alone, which the local draft runtime borrows, see :meth:`embedding`);
+the server was started with the reference launch line (:func:`eagle_audit.served.launch.sglang_reference`),
+so it captures every boundary it can reach. What it captures is read from the server, not assumed: SGLang's
+``/server_info`` carries its resolved arguments (``server_args.resolved_dict()``, with
+``return_aux_hidden_state_layer_ids``: ``srt/utils/common.py:3584-3592``, ``entrypoints/http_server.py:864-890``), put through the engine convention's capture rule; vLLM's files carry ``K``,
+matched against the reference and serving lines.
+
+* ``teacher_forced``: one ``/generate`` (1 new token) per sequence not memoised; a state the server does not
+  capture is refused (:class:`CannotGive`) with the reference launch line; ``next_tokens`` (the argmax at
+  every position) is not handed out by a capture-only server: refused.
+* ``continuations``: the server's greedy continuation (``max_new`` tokens); the states of its tokens come
+  with it and are memoised for the sequence ``prompt + continuation[:-1]``.
+* ``embedding`` / ``lm_head``: from ``embed_tokens.safetensors`` in the target directory
+  (``model.embed_tokens.weight``, ``lm_head.weight``), else refused.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerError, ServerOptions, _Clock, _Http, detect, resolve_key
+from ..source.memo import Memo
+from ..source.spec import EMBEDDING, GENERATE, LM_HEAD, TEACHER_FORCED, CannotGive, Counts, Forced, SourceRequest, SourceSpec
+from ..states import State
+from .launch import Capture, TargetShape, sglang_reference, vllm_reference
+
+#: the file of a weights-free target directory that holds only the embedding (and head) the draft borrows
+EMBED_FILE = "embed_tokens.safetensors"
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+@dataclass(frozen=True)
+class StatesServer:
+    """Where served states come from: the server, its kind, key, deadlines and (vLLM) the folder its files
+    land in as this machine sees it."""
+
+    url: str
+    kind: str = "auto"
+    api_key: str | None = None
+    timeout: float = DEFAULT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE
+    hidden_states_dir: str | None = None
+
+    def options(self) -> ServerOptions:
+        return ServerOptions(self.url, self.kind, self.api_key, self.timeout, self.deadline)
+
+    def to_json(self) -> dict:
+        return {"url": self.url, "kind": self.kind, "timeout": self.timeout, "deadline": self.deadline,
+                "hidden_states_dir": self.hidden_states_dir, "api_key": "<redacted>" if self.api_key else None}
+
+
+def has_weights(target: str) -> bool:
+    """Whether ``target`` holds weights transformers can load (a file named as ``save_pretrained`` names them,
+    a GGUF, or anything that is not a local directory: a hub id)."""
+    p = Path(target)
+    if not p.is_dir():
+        return True
+    return any((p / f).exists() for f in WEIGHT_FILES) or any(p.glob("*.gguf")) or any(
+        f.name.startswith("model-") and f.suffix == ".safetensors" for f in p.iterdir())
+
+
+def server_capture(server: StatesServer, shape: TargetShape) -> Capture:
+    """What the running server captures (see the module docstring)."""
+    from ..conventions import get_convention
+
+    kind = detect(server.options())
+    if kind == "sglang":
+        key, _ = resolve_key(server.api_key, "sglang")
+        http_ = _Http(server.url, key, min(server.timeout, 30.0), _Clock(min(server.deadline, 60.0)))
+        try:
+            info = http_.json("GET", "/server_info")
+        except ServerError:
+            info = {}
+        ids = info.get("return_aux_hidden_state_layer_ids") if isinstance(info, Mapping) else None
+        if isinstance(info, Mapping) and "return_aux_hidden_state_layer_ids" in info:
+            if info.get("enable_return_aux_hidden_states") is False:
+                raise ServerError(f"server {server.url}: it does not capture aux hidden states (started without "
+                                  "--enable-return-aux-hidden-states)")
+            conv = get_convention("sglang", "engine")
+            draft = {} if ids is None else {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids)}}
+            w = conv.resolve(draft, shape.architecture, shape.num_layers)
+            return Capture("sglang", tuple(w.states), shape.hidden_size, None if ids is None else tuple(ids))
+        return sglang_reference(shape).capture  # /server_info without its arguments: the reference line assumed
+    return vllm_reference(shape, server.hidden_states_dir or "DIR").capture
+
+
+class ServedSource:
+    """A :class:`~eagle_audit.source.protocol.StateSource` whose states come from a server."""
+
+    def __init__(self, request: SourceRequest, server: StatesServer, status=None):
+        from ..target import target_info
+
+        self.request, self.server = request, server
+        self.info = target_info(os.fspath(request.target))
+        self.tokenizer = _tokenizer(request.target)
+        self.device, self.dtype = "cpu", "float32"
+        self.counts = Counts()
+        self._memo = Memo(self.counts)
+        shape = TargetShape(os.fspath(request.target), self.info.architecture, self.info.num_layers,
+                            self.info.hidden_size)
+        if status:
+            status(f"asking {server.url} what it captures")
+        self.capture = server_capture(server, shape)
+        self.counts.loads += 1
+        self._embed_file = Path(request.target) / EMBED_FILE
+        gives = {TEACHER_FORCED, GENERATE} | ({EMBEDDING, LM_HEAD} if self._embed_file.exists() else set())
+        labels = ", ".join(s.label() for s in self.capture.states)
+        self.spec = SourceSpec(name=self.info.name, backend="server",
+                               origin=f"{self.capture.engine} server {server.url} (states {labels})"
+                                      + (f"; embedding from {EMBED_FILE}" if EMBEDDING in gives else ""),
+                               num_layers=self.info.num_layers, hidden_size=self.info.hidden_size,
+                               states=tuple(self.capture.states), dtype="float32 (as served)", device="cpu",
+                               gives=frozenset(gives))
+        self._reference = shape
+
+    @property
+    def input_device(self):
+        import torch
+
+        return torch.device(self.request.device)
+
+    def eos_ids(self) -> set[int]:
+        ids = getattr(self.tokenizer, "eos_token_id", None) if self.tokenizer is not None else None
+        return {ids} if isinstance(ids, int) else set(ids or ())
+
+    # ------------------------------------------------------------------ states
+    def _read(self, prompts: Sequence[Sequence[int]], max_new: int):
+        from . import read_served_states
+
+        return read_served_states(self.server.options(), prompts, self.capture, max_new_tokens=max_new,
+                                  hidden_states_dir=self.server.hidden_states_dir)
+
+    def _to_states(self, served, states: Iterable[State]) -> dict:
+        import torch
+
+        index = {s: i for i, s in enumerate(self.capture.states)}
+        return {s: torch.from_numpy(served.states[:, index[s], :].copy()) for s in states}
+
+    def _forward_one(self, ids: tuple[int, ...], states: tuple[State, ...], next_tokens: bool):
+        got = self._read([ids], 1)[0]
+        return self._to_states(got, states), None
+
+    def teacher_forced(self, sequences: Sequence[Sequence[int]], states: Iterable[State], *,
+                       next_tokens: bool = False, progress=None) -> list[Forced]:
+        wanted = tuple(states)
+        missing = [s for s in wanted if s not in self.capture.states]
+        if missing:
+            ref = sglang_reference(self._reference, wanted) if self.capture.engine == "sglang" else None
+            raise CannotGive(self.spec, ", ".join(s.label() for s in missing),
+                             "the server does not capture " + ("them" if len(missing) > 1 else "it"),
+                             hint=f"start the server with: {ref.line}" if ref and ref.capture else None)
+        if next_tokens:
+            raise CannotGive(self.spec, "the target's argmax at every position",
+                             "a capture-only server returns states and its own continuation only")
+        return self._memo.forced(self._forward_one, sequences, wanted, next_tokens, progress)
+
+    def reserve(self, states: Iterable[State], next_tokens: bool = False) -> None:
+        self._memo.reserve([s for s in states if s in self.capture.states], False)
+
+    def _generate(self, prompts, max_new: int, batch: int, progress):
+        import time
+
+        t0 = time.perf_counter()
+        outs = []
+        for i, p in enumerate(prompts):
+            got = self._read([p], max_new)[0]
+            outs.append(got.output_ids)
+            key = tuple(got.token_ids)  # the states of the continuation's tokens came with it
+            if key not in self._memo._forced:
+                self._memo._keep(key, Forced(key, self._to_states(got, self.capture.states), None))
+            if progress:
+                progress(i + 1, len(prompts))
+        return outs, time.perf_counter() - t0
+
+    def continuations(self, prompts: Sequence[Sequence[int]], max_new: int, *, batch: int = 16,
+                      progress=None) -> tuple[list[tuple[int, ...]], float]:
+        return self._memo.continuations(self._generate, prompts, max_new, batch, progress)
+
+    # ------------------------------------------------------------------ borrowed by the draft runtime
+    def _tensor(self, *names: str):
+        if not self._embed_file.exists():
+            raise CannotGive(self.spec, "the target's embedding", "the server does not hand out weights",
+                             hint=f"put the embedding alone (model.embed_tokens.weight) in {self._embed_file}")
+        from safetensors import safe_open
+
+        with safe_open(str(self._embed_file), "pt") as f:
+            for n in names:
+                if n in f.keys():
+                    return f.get_tensor(n).float().to(self.request.device)
+        return None
+
+    def embedding(self):
+        t = self._tensor("model.embed_tokens.weight", "embed_tokens.weight")
+        if t is None:
+            raise CannotGive(self.spec, "the target's embedding", f"{self._embed_file} has no model.embed_tokens.weight")
+        return t
+
+    def lm_head(self):
+        t = self._tensor("lm_head.weight")
+        return t if t is not None else self.embedding()
+
+    def live(self):
+        raise CannotGive(self.spec, "incremental forwards (--live)", "a server hands out states, not a KV cache")
+
+    def weights(self):
+        raise CannotGive(self.spec, "the target's weights", "they are on the server")
+
+    def forget(self) -> None:
+        self._memo.forget()
+
+
+def _tokenizer(target):
+    try:
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(os.fspath(target))
+    except Exception:  # noqa: BLE001 - no tokenizer: ids only
+        return None
+
+
+def open_served(request: SourceRequest, status=None) -> ServedSource:
+    server = request.options.get("states_server")
+    if not isinstance(server, StatesServer):  # a bare URL: the default kind, key and deadlines
+        server = StatesServer(request.server)
+    return ServedSource(request, server, status)

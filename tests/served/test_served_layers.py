@@ -1,0 +1,63 @@
+"""`layers --server`: with the target's weights local, each served state against the local capture (findings
+on the draft's slots); with a target directory of config and tokenizer only, every state from the server and
+the same verdicts, findings and cosines as the local audit. The server is the SGLang 0.5.23 test server
+(tests/served/sglang_server.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from eagle_audit import api
+from eagle_audit.served import sglang_reference
+from eagle_audit.served.launch import TargetShape
+from served_tiny import HIDDEN, N_LAYERS
+from sglang_server import FakeSGLang, Faults, serving
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture
+def fake(sglang_pieces, sglang_capture, served_target):
+    def make(faults=Faults()):
+        launch = sglang_reference(TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN))
+        return FakeSGLang(sglang_pieces, sglang_capture, list(launch.argv[3:]), served_target, "LlamaForCausalLM",
+                          faults)
+    return make
+
+
+def _audit(target, draft, url, **kw):
+    return api.audit_layers(target, draft, trained_boundaries=kw.pop("trained", [2, 3, 4]), max_prompts=3,
+                            max_tokens=24, server=url, dtype="float32", **kw)
+
+
+def test_served_vs_local_clean_and_shifted(fake, served_target, make_draft):
+    draft = make_draft(nested_ids=[1, 2, 3])  # SGLang serves B2 B3 B4
+    with serving(fake()) as url:
+        clean = _audit(served_target, draft, url)
+    assert clean.verdict == "match" and not clean.findings
+    table = clean.served_states["slots"]
+    assert [s["verdict"] for s in table] == ["ok"] * 5 and clean.served_states["mode"] == "served vs local"
+    with serving(fake(Faults(deeper=2))) as url:  # reference slot 2 = B3 is served B4: the draft's slot 1
+        bad = _audit(served_target, draft, url)
+    assert [(f.code, f.slot) for f in bad.findings] == [("ENGINE_STATE_SHIFTED", 1)]
+    assert "serves B4 where its rules say B3" in bad.findings[0].what
+    json.dumps(bad.to_json())
+
+
+@pytest.mark.parametrize("trained", [[2, 3, 4], [1, 3, 5]])
+def test_no_weights_mode_gives_the_local_verdicts(fake, served_target, served_target_no_weights, make_draft, trained):
+    draft = make_draft(nested_ids=[1, 2, 3])
+    local = api.audit_layers(served_target, draft, trained_boundaries=trained, max_prompts=3, max_tokens=24,
+                             dtype="float32")
+    with serving(fake()) as url:
+        served = _audit(served_target_no_weights, draft, url, trained=trained)
+    assert served.verdict == local.verdict
+    assert [(f.code, f.slot) for f in served.findings] == [(f.code, f.slot) for f in local.findings]
+    assert [(s.verdict, s.served, s.trained) for s in served.slots] == [(s.verdict, s.served, s.trained)
+                                                                       for s in local.slots]
+    for a, b in zip(served.slots, local.slots):
+        assert a.cosine == pytest.approx(b.cosine, abs=1e-6)
+    assert served.served_states["mode"] == "states from the server"
+    assert served.served_states["source"]["backend"] == "server"
