@@ -15,7 +15,8 @@ from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..fix import merge_patch
 from ..render import render_layers
 from .accept_rate import server_hints
-from .common import AuditArgs, audit_command, err, error_edge, reporter, use_threads
+from .common import (ApiKey, AuditArgs, ServerDeadline, ServerKind, ServerTimeout, audit_command, err, error_edge,
+                     reporter, use_threads)
 
 
 @audit_command
@@ -26,11 +27,11 @@ def layers(
     scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
     write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR (config.json patched, weights linked); the input is untouched.")] = None,
     server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang (capture-only) or vLLM (extract_hidden_states) server: with the target's weights here, each state it serves is compared with the local capture of every boundary; with a target directory of config and tokenizer only, every state comes from it (docs/server.md).")] = None,
-    server_kind: Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")] = "auto",
+    server_kind: ServerKind = "auto",
     hidden_states_dir: Annotated[Optional[str], typer.Option("--hidden-states-dir", help="vLLM: the server's shared_storage_path as this machine sees it (where the connector writes the states).")] = None,
-    api_key: Annotated[Optional[str], typer.Option("--api-key", help="Bearer token for a --server started with --api-key (default: $OPENAI_API_KEY for SGLang, $VLLM_API_KEY then $OPENAI_API_KEY for vLLM). Never written to the JSON.")] = None,
-    server_timeout: Annotated[float, typer.Option("--server-timeout", help="Seconds one --server request may take, connection to last byte.", min=0.001)] = DEFAULT_TIMEOUT,
-    server_deadline: Annotated[float, typer.Option("--server-deadline", help="Seconds the whole --server reading may take.", min=0.001)] = DEFAULT_DEADLINE,
+    api_key: ApiKey = None,
+    server_timeout: ServerTimeout = DEFAULT_TIMEOUT,
+    server_deadline: ServerDeadline = DEFAULT_DEADLINE,
 ) -> None:
     """Audit the hidden-state wiring of an EAGLE-3 draft: trained vs served, slot by slot.
 

@@ -87,7 +87,7 @@ class SGLangPieces:
     def __init__(self, wheel: Path, root: Path):
         self.src = WheelSource(wheel)
         self.root = extract(wheel, root, "sglang/")
-        self._parser = self._build_parser()
+        self._parser = None  # built on first use (needs msgspec, as SGLang does)
 
     # ------------------------------------------------------------------ arguments
 
@@ -107,6 +107,8 @@ class SGLangPieces:
     def parse(self, argv: list[str]) -> argparse.Namespace:
         """The wheel's parser on ``argv`` (after ``python -m sglang.launch_server``); argparse's refusal is
         raised as ``SystemExit`` / ``ArgumentError`` as the server would exit."""
+        if self._parser is None:
+            self._parser = self._build_parser()
         with contextlib.redirect_stderr(open(os.devnull, "w")):
             ns, extra = self._parser.parse_known_args(argv)
         if extra:

@@ -48,10 +48,11 @@ class Faults:
 class Target:
     """The tiny transformers model the server 'runs': every boundary at every position of a sequence."""
 
-    def __init__(self, path):
+    def __init__(self, path, device: str = "cpu", dtype=torch.float32):
         from transformers import AutoModelForCausalLM
 
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, device_map={"": device}).eval()
+        self.device = device
         self.n = self.model.config.num_hidden_layers
 
     @torch.no_grad()
@@ -62,27 +63,30 @@ class Target:
         layers = self.model.model.layers
         h = layers[-1].register_forward_hook(lambda m, a, o: last.setdefault("x", o[0] if isinstance(o, tuple) else o))
         try:
-            out = self.model(torch.tensor([ids]), output_hidden_states=True)
+            out = self.model(torch.tensor([ids], device=self.device), output_hidden_states=True)
         finally:
             h.remove()
         hs = [x[0] for x in out.hidden_states[: self.n]] + [last["x"][0]]
-        return torch.stack(hs)
+        return torch.stack(hs).float().cpu()
 
     @torch.no_grad()
     def greedy(self, ids: list[int], n: int) -> list[int]:
         seq = list(ids)
         for _ in range(n):
-            seq.append(int(self.model(torch.tensor([seq])).logits[0, -1].argmax()))
+            seq.append(int(self.model(torch.tensor([seq], device=self.device)).logits[0, -1].argmax()))
         return seq[len(ids):]
 
 
 class FakeSGLang:
     def __init__(self, pieces: SGLangPieces, engine: EngineRun, argv: list[str], target_path, architecture: str,
-                 faults: Faults = Faults()):
+                 faults: Faults = Faults(), target: "Target | None" = None, parsed=None):
+        """``parsed``: the launch line already parsed (bench/served_gpu.py on a machine without msgspec, which
+        SGLang's parser needs; the tests always parse here)."""
         self.pieces, self.faults = pieces, faults
-        self.target = Target(target_path)
-        ns = pieces.parse(argv)
-        pieces.validate_capture(ns, self.target.n)  # SGLang's refusal raises here, as the server exits
+        self.target = target or Target(target_path)
+        ns = parsed if parsed is not None else pieces.parse(argv)
+        if parsed is None:
+            pieces.validate_capture(ns, self.target.n)  # SGLang's refusal raises here, as the server exits
         if not ns.enable_return_aux_hidden_states:
             raise ValueError("this test server answers capture-only launches")
         out = engine.run(architecture, self.target.n, ns.return_aux_hidden_state_layer_ids)

@@ -61,3 +61,17 @@ def test_no_weights_mode_gives_the_local_verdicts(fake, served_target, served_ta
         assert a.cosine == pytest.approx(b.cosine, abs=1e-6)
     assert served.served_states["mode"] == "states from the server"
     assert served.served_states["source"]["backend"] == "server"
+
+
+def test_cli_layers_server(fake, served_target, served_target_no_weights, make_draft, cli):
+    draft = make_draft(nested_ids=[1, 2, 3])
+    with serving(fake(Faults(partial=(2, 4)))) as url:
+        r = cli("-t", served_target, "-d", draft, "--trained-boundaries", "2,3,4", "--max-prompts", "2",
+                "--dtype", "float32", "--server", url, "--json", "-")
+    assert r.exit_code == 1, r.stderr
+    data = json.loads(r.stdout)
+    assert [(f["code"], f["slot"]) for f in data["findings"]] == [("ENGINE_STATE_MISMATCH", 1)]
+    with serving(fake()) as url:  # no weights: one line naming what the server lacks, exit 2
+        r = cli("-t", served_target_no_weights, "-d", draft, "--trained-boundaries", "0,3,4", "--max-prompts", "2",
+                "--server", url)
+    assert r.exit_code == 2 and "cannot give B0" in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
