@@ -575,9 +575,11 @@ class Convention:
             case = f"{place_key(source)} {place_shift:+d} as read, then {case}"
         if failure is None:
             failure = rule.failure_for(indices, num_layers)
-        if (failure is None and self.ids_accepted is not None and ids is not None
-                and not expr.evaluate(self.ids_accepted.when, ids=list(ids), N=num_layers)):
-            failure = self.ids_accepted.format(ids=list(ids))
+        if failure is None and self.ids_accepted is not None:  # the trainer's own check, on its default too
+            checked = (list(ids) if ids is not None
+                       else [int(v) for v in expr.evaluate(rule.default_ids, N=num_layers, D=draft_layers)])
+            if not expr.evaluate(self.ids_accepted.when, ids=checked, N=num_layers):
+                failure = self.ids_accepted.format(ids=checked)
         lo, hi = rule.reachable(num_layers)
         placed = [num_layers + k if rule.wraps_negative and -num_layers <= k < 0 else k for k in indices]
         kept = [k for k in placed if lo <= k <= hi]
