@@ -85,7 +85,10 @@ def normalize(data: Any, where: str = "result") -> dict:
             _check(accept, ACCEPT_SCHEMA, f"{where}: accept_rate")
         if layers is not None and accept is not None:
             _same_subject(layers, accept)
-        return {"schema": REPORT_SCHEMA, "layers": layers, "accept_rate": accept}
+        out = {"schema": REPORT_SCHEMA, "layers": layers, "accept_rate": accept}
+        if isinstance(data.get("check"), Mapping):  # a check result's own part, normalized again (render after merge)
+            out["check"] = dict(data["check"])
+        return out
     if schema == CHECK_SCHEMA:
         return _from_check(data, where)
     if schema not in KINDS:

@@ -104,6 +104,10 @@ def test_cli_check_exit_codes_gates_json_and_report(tiny_targets, make_draft, cl
     md = render_markdown(data)
     assert "| captured comparison (layers) | match |" in md and "| fingerprint (draft weights) | not run |" in md
     assert sorted(p.suffix for p in (tmp_path / "rep").iterdir()) == [".html", ".json", ".md"]
+    again = cli(tmp_path / "c.json", "--md", tmp_path / "again.md", "--html", tmp_path / "again.html", command="report")
+    assert again.exit_code == 0, again.output
+    assert (tmp_path / "again.md").read_text() == md  # `report` renders a check result as --report does
+    assert "check: match" in (tmp_path / "again.html").read_text()
     fail = cli(*base, "--fail-under", "100", "--fail-under-positions", "1,1", "--json", "-", command="check")
     assert fail.exit_code == 1
     line = [x for x in fail.stderr.splitlines() if x.startswith("fail:")]
