@@ -84,3 +84,11 @@ def test_fingerprint_of_a_draft_without_aux_states_is_one_clear_line(tiny_target
     draft = make_draft(extra={"eagle_config": {"use_aux_hidden_state": False}}, edit=drop_fc)
     with pytest.raises(AuditError, match="no wiring in its weights to fingerprint"):
         fingerprint(str(tiny_targets["llama"].path), str(draft), prompt_ids=PROMPTS, use_installed_engine=False)
+
+
+def test_fingerprint_runs_the_mla_class(tiny_targets, tmp_path):
+    from eagle_audit.fingerprint.run import fingerprint
+
+    draft = _mla_draft(tmp_path / "mla-fp")
+    r = fingerprint(str(tiny_targets["deepseek_v3"].path), str(draft), prompt_ids=PROMPTS, use_installed_engine=False)
+    assert r.to_json()["draft"]["path"] == str(draft)

@@ -69,7 +69,8 @@ def _linear(w: torch.Tensor, b: torch.Tensor | None = None) -> nn.Linear:
 
 
 class HFAttention(nn.Module):
-    """transformers' attention module for ``kind`` ("mla": DeepseekV3Attention, "qwen3": Qwen3Attention) with the
+    """transformers' attention module for ``kind`` ("mla": DeepseekV3Attention, "qwen3": Qwen3Attention, "llama":
+    LlamaAttention) with the
     checkpoint's layer-0 weights, called as the engines call theirs (flat [tokens, 2H] input and positions)."""
 
     def __init__(self, kind: str, config: dict, sd: dict, in_dim: int):
@@ -82,12 +83,18 @@ class HFAttention(nn.Module):
             cfg = transformers.DeepseekV3Config(**config)
             cfg._attn_implementation = "sdpa"
             self.attn, self.rope = m.DeepseekV3Attention(cfg, 0), m.DeepseekV3RotaryEmbedding(cfg)
-        else:
+        elif kind == "qwen3":
             from transformers.models.qwen3 import modeling_qwen3 as m
 
             cfg = transformers.Qwen3Config(**config)
             cfg._attn_implementation = "sdpa"
             self.attn, self.rope = m.Qwen3Attention(cfg, 0), m.Qwen3RotaryEmbedding(cfg)
+        else:
+            from transformers.models.llama import modeling_llama as m
+
+            cfg = transformers.LlamaConfig(**config)
+            cfg._attn_implementation = "sdpa"
+            self.attn, self.rope = m.LlamaAttention(cfg, 0), m.LlamaRotaryEmbedding(cfg)
         for name, mod in list(self.attn.named_children()):
             key = f"layers.0.self_attn.{name}"
             if isinstance(mod, nn.Linear):
@@ -153,7 +160,42 @@ def sglang_kimi(src: WheelSource, config: dict, sd: dict):
     return run
 
 
-VLLM = {"deepseek_eagle3": ("vllm/model_executor/models/deepseek_eagle3.py", "DeepseekV2Eagle3DecoderLayer",
+def sglang_llama(src: WheelSource, config: dict, sd: dict):
+    """SGLang's llama_eagle3 LlamaModel (its forward and its decoder layer's), as :func:`sglang_kimi`."""
+    path = "sglang/srt/models/llama_eagle3.py"
+    Layer = _compiled(src, path, "LlamaDecoderLayer", ("forward",))
+    Model = _compiled(src, path, "LlamaModel", ("forward",))
+    eps, H = config["rms_norm_eps"], config["hidden_size"]
+    layer = Layer()
+    layer.is_input_layer = True
+    layer.self_attn = HFAttention("llama", config, sd, 2 * H)
+    layer.mlp = MLP(sd, "layers.0.mlp")
+    for n in ("input_layernorm", "hidden_norm", "post_attention_layernorm"):
+        setattr(layer, n, _norm(sd, f"layers.0.{n}.weight", eps))
+    model = Model()
+    model.layers, model.norm, model.is_mrope_enabled = nn.ModuleList([layer]), _norm(sd, "norm.weight", eps), False
+    model.fc = _linear(sd["fc.weight"])
+    n_aux = sd["fc.weight"].shape[1] // config["target_hidden_size"]
+    model.num_aux_hidden_states = n_aux
+    model.fc_norm = (nn.ModuleList(_norm(sd, f"fc_norm.{i}.weight", eps) for i in range(n_aux))
+                     if "fc_norm.0.weight" in sd else None)
+    nbf = bool((config.get("eagle_config") or {}).get("norm_before_fc", config.get("norm_before_fc", False)))
+    model.input_norm = _norm(sd, "input_norm.weight", eps) if nbf else None  # llama_eagle3.py:173-183
+    model.norm_output = config.get("norm_output", False)
+    embed = sd["embed"]
+    model.embed_tokens = lambda ids: F.embedding(ids, embed)
+
+    def run(input_ids, positions, aux):
+        batch = Obj(mm_input_embeds=None, forward_mode=Obj(is_extend=lambda: False), spec_info=Obj(hidden_states=aux))
+        logits_hidden, (carried,) = model.forward(input_ids, positions, batch)
+        return F.linear(logits_hidden, sd["lm_head.weight"]), carried
+
+    return run
+
+
+VLLM = {"llama_eagle3": ("vllm/model_executor/models/llama_eagle3.py", "LlamaDecoderLayer", "LlamaModel",
+                         "Eagle3LlamaForCausalLM", "llama"),
+        "deepseek_eagle3": ("vllm/model_executor/models/deepseek_eagle3.py", "DeepseekV2Eagle3DecoderLayer",
                             "DeepseekV2Eagle3Model", "Eagle3DeepseekV2ForCausalLM", "mla"),
         "qwen3_eagle3": ("vllm/model_executor/models/qwen3_eagle3.py", "Qwen3Eagle3DecoderLayer", "Qwen3Eagle3Model",
                          "Eagle3Qwen3ForCausalLM", "qwen3")}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from draft_forward_engine import sglang_kimi, vllm_draft
+from draft_forward_engine import sglang_kimi, sglang_llama, vllm_draft
 from eagle_audit.accept.runtime import arch_from_spec, build_draft, read_weights
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.draft import read_draft
@@ -50,10 +50,11 @@ def _draft(tmp_path, arch: str, kind: str, n_aux: int = 3, **flags):
                    a + "o_proj.weight": r(H, heads * m["v_head_dim"])})
     else:
         hd = H // heads
-        cfg.update(model_type="qwen3", head_dim=hd)
+        cfg.update(model_type=kind, head_dim=hd)
         sd.update({a + "q_proj.weight": r(heads * hd, 2 * H), a + "k_proj.weight": r(heads * hd, 2 * H),
-                   a + "v_proj.weight": r(heads * hd, 2 * H), a + "o_proj.weight": r(H, heads * hd),
-                   a + "q_norm.weight": w(hd), a + "k_norm.weight": w(hd)})
+                   a + "v_proj.weight": r(heads * hd, 2 * H), a + "o_proj.weight": r(H, heads * hd)})
+        if kind == "qwen3":
+            sd.update({a + "q_norm.weight": w(hd), a + "k_norm.weight": w(hd)})
     if cfg.get("fc_norm"):
         sd.update({f"fc_norm.{i}.weight": w(HT) for i in range(n_aux)})
     if cfg.get("norm_before_fc"):
@@ -99,7 +100,17 @@ def test_sglang_kimi_mla_class(sglang_wheel, tmp_path, case):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-@pytest.mark.parametrize("name,arch,kind", [("deepseek_eagle3", "Eagle3DeepseekV3ForCausalLM", "mla"),
+def test_sglang_llama_class(sglang_wheel, tmp_path, case):
+    path, cfg, sd = _draft(tmp_path, "LlamaForCausalLMEagle3", "llama", **CASES[case])
+    ours, flags = _ours(path, "sglang", sd["embed"])
+    assert flags.attention == "llama" and not flags.norm_before_residual
+    worst, diffs = _compare(ours, sglang_llama(WheelSource(sglang_wheel), cfg, sd), 3)
+    assert worst <= 1e-4, (case, diffs)
+
+
+@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("name,arch,kind", [("llama_eagle3", "LlamaForCausalLMEagle3", "llama"),
+                                            ("deepseek_eagle3", "Eagle3DeepseekV3ForCausalLM", "mla"),
                                             ("qwen3_eagle3", "Eagle3Qwen3ForCausalLM", "qwen3")])
 def test_vllm_draft_classes(vllm_wheel, tmp_path, name, arch, kind, case):
     path, cfg, sd = _draft(tmp_path, arch, kind, **CASES[case])
