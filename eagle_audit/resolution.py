@@ -299,13 +299,11 @@ def assumed_trainer(draft: DraftSpec, info: TargetInfo, trained_ids: tuple[int, 
     notes.append(f"trainer not given: assumed {trainer} {why}" if why.startswith("from ")
                  else f"trainer not given: assumed {trainer}: {why}")
     if draft.layout in CONVERTED_LAYOUTS:
-        record = (draft.config.get("speculators_config") or {}).get("provenance") if isinstance(
-            draft.config.get("speculators_config"), dict) else None
         notes.append(f"the {draft.layout} layout is also what a conversion writes: "
-                     f"{CONVERTED_LAYOUTS[draft.layout]}; the config records no conversion"
-                     + (f" (provenance: {record})" if record else "") + ". If the draft was converted, its trained "
-                     "wiring is the source trainer's: name it with --trainer, or measure it with `eagle-audit "
-                     "fingerprint`")
+                     f"{CONVERTED_LAYOUTS[draft.layout]}; nothing in the config can tell (a converted config and a "
+                     "trained one share Eagle3SpeculatorConfig's fields; no provenance field exists). If the draft "
+                     "was converted, its trained wiring is the source trainer's: name it with --trainer, or measure "
+                     "it with `eagle-audit fingerprint`")
     return trainer
 
 
