@@ -503,7 +503,8 @@ class Convention:
     def rule_for(self, architecture: str) -> CaptureRule:
         if architecture in self.unsupported:
             raise UnknownArchitecture(
-                f"{self.title} {self.version} has no EAGLE-3 capture for {architecture}: {self.unsupported[architecture]}")
+                f"{self.title} {self.version} has no {self.capture_name} capture for {architecture}: "
+                f"{self.unsupported[architecture]}")
         name = self.architectures.get(architecture, self.fallback_rule)
         if name is None:
             known = ", ".join(sorted(self.architectures)) or "none"
@@ -517,7 +518,8 @@ class Convention:
         if architecture in self.unsupported:
             return self.unsupported[architecture]
         if architecture not in self.architectures and self.fallback_rule is None:
-            return f"{self.path or self.name} declares no capture rule for it (not registered with EAGLE-3 capture)"
+            return (f"{self.path or self.name} declares no capture rule for it (not registered with {self.capture_name} "
+                    "capture)")
         return None
 
     def read_draft_ids(self, draft_config: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, str, int]:
@@ -597,6 +599,13 @@ class Convention:
         return Wiring(self.name, self.kind, self.version, rule.name, ids, source, case, tuple(indices),
                       tuple(State(k, normed=rule.final_normed and k == num_layers) for k in kept), dropped, ignored,
                       failure, feeds)
+
+    @property
+    def capture_name(self) -> str:
+        """The drafts this convention captures for, in words: "EAGLE-3", "DFlash", "DSpark", "DFlash / DSpark"."""
+        if "eagle3" in self.draft_kinds:
+            return "EAGLE-3"
+        return " / ".join({"dflash": "DFlash", "dspark": "DSpark"}[k] for k in self.draft_kinds)
 
     def kind_places(self) -> tuple[str, ...]:
         """The places that hold ids of the drafts this convention describes (IDS_NOT_READ looks at these)."""

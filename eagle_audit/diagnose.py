@@ -182,7 +182,8 @@ def engine_unsupported(ctx: Context) -> Iterable[Finding]:
     supported = conv.supported() if conv is not None else ""
     yield Finding(
         "ENGINE_UNSUPPORTED", "error", None,
-        f"{ctx.eng} has no EAGLE-3 capture for {ctx.target.architecture}: {why}.",
+        f"{ctx.eng} has no {conv.capture_name if conv is not None else 'EAGLE-3'} capture for "
+        f"{ctx.target.architecture}: {why}.",
         "The engine cannot feed this draft at all: SGLang refuses to start (ValueError: the model does not implement "
         "set_eagle3_layers_to_capture, attention_backend_setup.py:55-61), or an engine that starts anyway hands the "
         "draft only the final hidden state, whose width may let fc be skipped silently.",

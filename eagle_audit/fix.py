@@ -47,7 +47,8 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
     aux = draft.aux_count(target_hidden)
     if engine.wiring.unsupported is not None:
         supported = engine.convention.supported() if engine.convention is not None else ""
-        return Fix(eng_name, False, f"{name} has no EAGLE-3 capture for {architecture}, so no config.json makes it feed "
+        what = engine.convention.capture_name if engine.convention is not None else "EAGLE-3"
+        return Fix(eng_name, False, f"{name} has no {what} capture for {architecture}, so no config.json makes it feed "
                    f"this draft. {supported}.")
     if aux is not None and len(trained) != aux:
         return Fix(eng_name, False, f"The trained wiring has {len(trained)} states but fc.weight takes {aux}, so "

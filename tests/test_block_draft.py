@@ -263,3 +263,17 @@ def test_layers_json_has_the_draft_kind(cli, config_only_target, block_draft):
     assert data["draft"]["kind"] == "dspark" and data["served"]["convention"] == "sglang-dspark"
     assert [s["boundary"] for s in data["served"]["states"]] == [2, 18]
     assert State(2).label() == "B2"
+
+
+def test_layers_on_a_tiny_target_measures_the_slots(tiny_targets, block_draft, audit):
+    """With the target loaded, the states are captured: a z-lab draft served as trained has cosine 1 in every
+    slot; id N-1 (trained on the post-norm state) served pre-norm by vLLM is a norm mismatch."""
+    tiny = tiny_targets["llama"]  # N = 8
+    ok = audit(tiny.path, block_draft(2, dflash_config={"target_layer_ids": [0, 4]}), engine="sglang")
+    assert states(ok.served) == ["B1", "B5"] and ok.verdict == "match"
+    assert all(abs(s.cosine - 1.0) < 1e-4 for s in ok.slots)
+    last = audit(tiny.path, block_draft(2, dflash_config={"target_layer_ids": [0, 7]}), engine="vllm")
+    assert states(last.trained) == ["B1", "B8+norm"] and states(last.served) == ["B1", "B8"]
+    # the cosine is measured; a random target's final RMSNorm has unit weight, so it only rescales (cosine ~1):
+    # the mismatch is the scale, which the cosine does not show and the finding does
+    assert last.slots[1].verdict == "norm" and last.slots[1].cosine is not None and "NORM_MISMATCH" in codes(last)

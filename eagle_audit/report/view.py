@@ -293,7 +293,8 @@ def _target_detail(t: Mapping) -> str:
 
 
 def _draft_detail(d: Mapping) -> str:
-    parts = [f"{d['layout']} layout" if d.get("layout") else None,
+    parts = [f"{d['kind']} draft" if d.get("kind") not in (None, "eagle3") else None,
+             f"{d['layout']} layout" if d.get("layout") else None,
              f"fc {d['fc_in']}→{d['fc_out']}" if d.get("fc_in") and d.get("fc_out") else None]
     return ", ".join(str(p) for p in parts if p)
 
