@@ -5,8 +5,9 @@ source (:mod:`eagle_audit.source`: one load, no teacher-forced forward or contin
 
 Assumptions, named:
 
-* A target directory with a config and no weight files (``*.safetensors``, ``*.bin``, ``*.pt``, ``*.pth``)
-  has no weights: the stages after the static one say so and do not run.
+* A target directory with a config and no weight files (as :func:`eagle_audit.served.source.has_weights`
+  names them) has no weights: the stages after the static one say so and do not run, unless ``--server``
+  gives every state (the server backend).
 * The captured comparison supersedes the static prediction where it ran (both diagnose the same wiring; the
   captured one also measured it); the static findings stay in its section.
 * Where the fingerprint reads a trained wiring other than the declared one (``TRAINED_WIRING_DIFFERS``), the
@@ -27,8 +28,6 @@ from ..fingerprint.suggest import MEASURED
 from ..gate import Gate, failures
 from ..inputs import AuditInputs
 from .result import STAGES, CheckResult, Problem, Stage, Verdict
-
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
 @dataclass(frozen=True)
@@ -56,15 +55,21 @@ class CheckOptions(AuditInputs):
 
 def no_weights(target: str) -> str | None:
     """Why ``target`` has no weights to load (None: it has, or it is a file / hub id: loading will tell)."""
+    from ..served.source import WEIGHT_FILES, has_weights  # the served backend's rule: one place
+
     p = Path(os.path.expanduser(target))
-    if p.is_dir() and (p / "config.json").is_file():
-        if not any(f.name.endswith(WEIGHT_SUFFIXES) for f in p.iterdir()):
-            return f"{target} holds a config and no weights (no {', '.join('*' + s for s in WEIGHT_SUFFIXES)})"
+    if p.is_dir() and (p / "config.json").is_file() and not has_weights(str(p)):
+        return f"{target} holds a config and no weights (none of {', '.join(WEIGHT_FILES)}, model-*.safetensors, *.gguf)"
     return None
 
 
 def _base(opts: CheckOptions) -> dict:
     return {f.name: getattr(opts, f.name) for f in fields(AuditInputs)}
+
+
+def _own(opts: CheckOptions) -> dict:
+    names = {f.name for f in fields(AuditInputs)}
+    return {f.name: getattr(opts, f.name) for f in fields(CheckOptions) if f.name not in names}
 
 
 def _timed(name: str, run: Callable[[], object]) -> Stage:
@@ -88,7 +93,13 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
     gate = Gate(opts.fail_under, tuple(opts.fail_under_positions))
     gate.fits(opts.num_steps)
     base = _base(opts)
-    weights = not opts.static and no_weights(os.fspath(opts.target)) is None
+    from .served import states_server
+
+    server = states_server(opts)
+    from_server = server is not None and not opts.static and no_weights(os.fspath(opts.target)) is not None
+    if from_server:  # the server as the target: every state from it (eagle_audit.served.source)
+        base["states_server"] = server
+    weights = not opts.static and (from_server or no_weights(os.fspath(opts.target)) is None)
     if weights:  # bad settings or a bad prompts file fail before anything loads
         from ..accept.run import make_settings
         from ..prompts import load_prompts
@@ -104,7 +115,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
         t0 = time.perf_counter()
         stages["static"] = Stage("static", True, None, run_layers(LayersOptions(**base, static=True), say),
                                  time.perf_counter() - t0)
-    why = "--static: the configs only" if opts.static else no_weights(os.fspath(opts.target))
+    why = "--static: the configs only" if opts.static else (None if from_server else no_weights(os.fspath(opts.target)))
     source = None
     if why is None:
         from ..inputs import source_request
@@ -112,7 +123,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
 
         say(f"loading target {opts.target}")
         try:
-            source = open_source(source_request(opts, opts.device_map), say)
+            source = open_source(source_request(CheckOptions(**{**base, **_own(opts)}), opts.device_map), say)
         except AuditError as e:
             why = f"the target cannot be loaded: {e.message}"
     if source is None:
@@ -146,15 +157,18 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
 
 def _served_stage(opts, source, captured: Stage, say) -> Stage:
     if opts.server is None:
-        return _skip("served", "no --server given (a capture-only server launched with the serving line for this "
-                     "draft: docs/server.md)")
-    from ..draft import read_draft
+        return _skip("served", "no --server given (a capture-only server: docs/server.md)")
+    if source.spec.backend == "server":
+        return _skip("served", f"every state came from the server ({source.spec.origin}): no local capture to "
+                     "compare it with")
+    if not captured.ran:
+        return _skip("served", f"the captured stage did not run ({captured.why})")
     from ..prompts import encode, load_prompts
     from .served import run_served
 
     def run():
         ids = encode(load_prompts(opts.prompts, opts.max_prompts), source.tokenizer, opts.max_tokens)
-        return run_served(opts, source, read_draft(os.fspath(opts.draft)).config, ids, say)
+        return run_served(opts, source, captured.result, ids, say)
 
     say("stage served: the states the running engine feeds")
     return _timed("served", run)

@@ -1,19 +1,17 @@
-"""``check --server``: the served stage. What the running engine really feeds this draft, slot by slot:
-the states a capture-only server returns for the audit's prompts (the launch line ``sglang_serving`` /
-``vllm_serving`` prints for this draft, :mod:`eagle_audit.served`) against the local capture of every
-boundary on the same tokens, taken from the check's state source (the captured stage ran those prompts
-with every state: no forward of its own). Findings ``ENGINE_STATE_MISMATCH`` / ``ENGINE_STATE_SHIFTED``
-(:func:`eagle_audit.served.served_findings`).
+"""``check --server``: the served stage. What the running engine really feeds this draft, slot by slot: the
+states the server returns for the audit's prompts against the local capture of every boundary on the same
+tokens, by :func:`eagle_audit.served.check.served_check` (the path ``layers --server`` takes), the local states
+from the check's state source (the captured stage ran those prompts with every state: no forward of its own).
+Findings ``ENGINE_STATE_MISMATCH`` / ``ENGINE_STATE_SHIFTED`` on the draft's slots.
 
-Assumptions, named: the server at the URL was launched with the serving line for this draft (the stage
-prints it, and compares against the slots that line captures); one new token per request (the states of
-the prompt's positions: exactly the tokens the captured stage ran).
+Assumptions, named: the server says what it captures (SGLang ``/server_info``; else the reference launch line
+is assumed, :func:`eagle_audit.served.source.server_capture`); one new token per request (the states of the
+prompt's positions: exactly the tokens the captured stage ran).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import Any, Callable
+from dataclasses import dataclass
 
 from ..result import Finding
 
@@ -24,10 +22,10 @@ class ServedCheck:
 
     url: str
     kind: str
-    launch: str  # the launch line the server is compared against
-    expected: tuple  # the states that line captures, per slot
-    matches: tuple  # eagle_audit.served.SlotMatch per slot
-    findings: tuple[Finding, ...]
+    launch: str  # what the server captures, in words
+    expected: tuple  # the states the server captures, per server slot
+    matches: tuple  # eagle_audit.served.SlotMatch per server slot
+    findings: tuple[Finding, ...]  # on the draft's slots
     requests: int
     tokens: int
     notes: tuple[str, ...] = ()
@@ -47,42 +45,26 @@ class ServedCheck:
                 "notes": list(self.notes)}
 
 
-def run_served(opts, source, draft_config, prompt_ids, status: Callable[[str], None] | None = None) -> ServedCheck:
-    import numpy as np
+def states_server(opts):
+    """The :class:`eagle_audit.served.source.StatesServer` of ``opts.server`` (None without one)."""
+    if opts.server is None:
+        return None
+    from ..served.source import StatesServer
 
-    from ..accept.server import ServerOptions, detect
-    from ..errors import AuditError
-    from ..served import compare_slots, read_served_states, served_findings, sglang_serving, vllm_serving
-    from ..served.launch import TargetShape
-    from ..states import all_states
+    return StatesServer(opts.server, opts.server_kind, opts.server_api_key, opts.server_timeout,
+                        opts.server_deadline, opts.hidden_states_dir)
 
-    say = status or (lambda m: None)
-    server = ServerOptions(opts.server, opts.server_kind, opts.server_api_key, opts.server_timeout,
-                           opts.server_deadline)
-    kind = detect(server)
-    info = source.info
-    shape = TargetShape(str(opts.target), info.architecture, info.num_layers, info.hidden_size)
-    if kind == "vllm":
-        if opts.hidden_states_dir is None:
-            raise AuditError("a vLLM server writes the states to its disk: name that folder", options="hidden_states_dir")
-        launch = vllm_serving(draft_config, shape, str(opts.hidden_states_dir))
-    else:
-        launch = sglang_serving(draft_config, shape)
-    if launch.capture is None:
-        raise AuditError("no capture-only launch reproduces what serving this draft feeds: " + "; ".join(launch.notes))
-    say(f"reading the served states of {len(prompt_ids)} prompts from the {kind} server {opts.server}")
-    served = read_served_states(replace(server, kind=kind), prompt_ids, launch.capture, max_new_tokens=1,
-                                hidden_states_dir=opts.hidden_states_dir)
-    cands = all_states(info.num_layers)
-    local: dict[Any, list] = {s: [] for s in cands}
-    for r in served:  # the captured stage's forwards, from the memo
-        forced = source.teacher_forced([r.token_ids], cands)[0]
-        for s in cands:
-            local[s].append(forced.states[s].float().cpu().numpy())
-    base = {s: np.concatenate(v, axis=0) for s, v in local.items()}
-    matches = compare_slots([r.states for r in served], base, launch.capture.states)
-    title = "vLLM" if kind == "vllm" else "SGLang"
-    notes = tuple(n for r in served for n in r.notes) + tuple(launch.notes)
-    return ServedCheck(opts.server, kind, launch.line, tuple(launch.capture.states), matches,
-                       served_findings(matches, title, opts.server), len(served),
-                       sum(len(r.token_ids) for r in served), tuple(dict.fromkeys(notes)))
+
+def run_served(opts, source, captured, prompt_ids, status=None) -> ServedCheck:
+    """``captured``: the captured stage's LayersResult (what the engine's rules say serving feeds, per slot)."""
+    from ..served.check import served_check
+
+    server = states_server(opts)
+    conv = captured.served.convention
+    title = {"sglang": "SGLang", "vllm": "vLLM", "vllm-v1": "vLLM", "trtllm": "TensorRT-LLM"}.get(conv, conv)
+    check = served_check(server, source, prompt_ids, captured.served.states, title, status)
+    cap = check.capture
+    launch = f"{cap.engine} server capturing {', '.join(s.label() for s in cap.states)}" + (
+        f" (ids {list(cap.ids)})" if cap.ids is not None else "")
+    return ServedCheck(server.url, cap.engine, launch, tuple(cap.states), tuple(check.matches), tuple(check.findings),
+                       len(prompt_ids), check.tokens)

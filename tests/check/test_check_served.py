@@ -49,7 +49,8 @@ def test_served_stage_finds_what_the_engine_feeds(sglang_parts, tiny_targets, ma
         r = _check(t, draft, url)
     st = r.stage("served")
     assert st.ran, st.why
-    assert st.result.launch == launch.line and st.result.requests == 2
+    assert st.result.expected == launch.capture.states and "ids [1, 3, 5]" in st.result.launch
+    assert st.result.requests == 2
     c = r.source["counts"]
     # 2 prompts (captured) + 2 prompt+continuation (accept-rate); the served stage's 2 from the memo
     assert c["forwards"] == 4 and c["memo_hits"] >= 2 and c["loads"] == 1
@@ -69,3 +70,35 @@ def test_served_stage_that_cannot_reach_the_server_says_why(tiny_targets, make_d
     st = r.stage("served")
     assert not st.ran and st.why.startswith("could not run: ") and "127.0.0.1:9" in st.why
     assert r.stage("accept_rate").ran  # the other stages go on
+
+
+def test_no_weights_every_stage_from_the_server(sglang_parts, make_draft, tmp_path):
+    """A target directory of config + tokenizer (+ the embedding shard) and a reference server: the stages ask
+    the server backend for every state (eagle_audit/served/source.py) and give the local check's verdicts."""
+    from eagle_audit.served import sglang_reference
+    from eagle_audit.served.launch import TargetShape
+    from served_tiny import HIDDEN, N_LAYERS, without_weights, write_target
+    from sglang_server import FakeSGLang, serving
+
+    target = write_target(tmp_path / "target")
+    bare = without_weights(target, tmp_path / "bare")
+    draft = make_draft(nested_ids=[1, 2, 3])
+    pieces, engine = sglang_parts
+    launch = sglang_reference(TargetShape(str(target), "LlamaForCausalLM", N_LAYERS, HIDDEN))
+    opts = dict(use_installed_engine=False, max_prompts=2, max_tokens=16, max_new_tokens=6, trained_boundaries="2,3,4",
+                dtype="float32")
+    local = run_check(CheckOptions(target=str(target), draft=str(draft), **opts))
+    with serving(FakeSGLang(pieces, engine, list(launch.argv[3:]), target, "LlamaForCausalLM")) as url:
+        r = run_check(CheckOptions(target=str(bare), draft=str(draft), server=url, server_kind="sglang",
+                                   server_timeout=60, server_deadline=120, **opts))
+    assert r.source["spec"]["backend"] == "server"
+    assert r.stage("served").why.startswith("every state came from the server")
+    cap, ref = r.stage("captured"), local.stage("captured")
+    assert cap.ran, cap.why
+    assert cap.verdict == ref.verdict
+    assert [(f.code, f.slot) for f in cap.result.findings] == [(f.code, f.slot) for f in ref.result.findings]
+    acc, ref_acc = r.stage("accept_rate"), local.stage("accept_rate")
+    assert acc.ran, acc.why  # continuations and teacher-forced states from the server, the draft run here
+    for side in ("trained", "served"):
+        assert acc.result.al(side) == pytest.approx(ref_acc.result.al(side), abs=1e-9)
+    assert r.verdict.status == local.verdict.status
