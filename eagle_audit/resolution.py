@@ -40,7 +40,7 @@ TRAINER_PIPELINES = {
 }
 #: How a user tells the pipelines of TRAINER_PIPELINES apart (printed with the assumption).
 PIPELINE_TELL = {
-    "modelopt": ("the online and offline pipelines differ by one layer for ids below N and cannot be told apart from "
+    "modelopt": ("The online and offline pipelines differ by one layer for ids below N and cannot be told apart from "
                  "the config: an offline run trains on .pt files written by compute_hidden_states_vllm.py (it prints "
                  "'Extracting hidden states from layers [...] (last = final output)'); pass --trainer modelopt-offline "
                  "or --trainer modelopt for the one that trained it, or measure it with `eagle-audit fingerprint`"),
