@@ -10,9 +10,10 @@ Steps (one process):
   same GPU): per boundary the smallest per-token cosine and the token-mean relative error of bf16 against
   fp32 (what kernel rounding leaves), against the smallest separation of the faults the comparison must find
   (one rank's share of a 2- and 8-rank partial sum of a layer, one boundary deeper), on fp32 states.
-* ``audit``: ``audit_layers`` in process, scan on, 8 prompts: local (weights loaded here, on the GPU) and
-  through the test server (tests/served/sglang_server.py, in a thread of this process, the same bf16 model
-  on the GPU, launched with the reference ids) on the weights-free copy. Each run twice, the second timed;
+* ``audit``: ``audit_layers`` in process, ``scan=False`` (the states the verdict needs), 8 prompts: local
+  (weights loaded here, on the GPU) and through the test server (tests/served/sglang_server.py, in a thread
+  of this process, the same bf16 model on the GPU, launched with the ids of exactly those states) on the
+  weights-free copy. Each run twice, the second timed;
   the server's own time (forward, ``tolist``, JSON) is timed apart.
 
 Run: python bench/served_gpu.py --work /root/w8b --tokenizer DIR --wheel SGLANG_WHEEL --out results.json [--tiny]
@@ -103,7 +104,8 @@ def audit(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
     res = {}
     n = target_info(target).num_layers
     # the draft of gpu_8b.make has nested ids [1, N//2, N-3]: SGLang serves B2, B(N//2+1), B(N-2)
-    kw = dict(trained_boundaries=[2, n // 2 + 1, n - 2], max_prompts=8, device=dev, dtype="bfloat16")
+    need = [2, n // 2 + 1, n - 2]
+    kw = dict(trained_boundaries=need, max_prompts=8, device=dev, dtype="bfloat16", scan=False)
     for rep in range(2):
         sync(dev)
         t0 = time.perf_counter()
@@ -112,7 +114,7 @@ def audit(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
         res[f"local_s_{rep}"] = round(time.perf_counter() - t0, 2)
     info = target_info(target)
     shape = TargetShape(target, info.architecture, info.num_layers, info.hidden_size)
-    launch = sglang_reference(shape)
+    launch = sglang_reference(shape, wanted=[State(k) for k in need])  # a server launched for what the audit reads
     import types
 
     ids = list(launch.capture.ids)
@@ -148,7 +150,7 @@ def audit(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
     res["same_findings"] = [(f.code, f.slot) for f in served.findings] == [(f.code, f.slot) for f in local.findings]
     res["slot_cosines"] = [[a.cosine, b.cosine] for a, b in zip(served.slots, local.slots)]
     res["verdict"] = local.verdict
-    del State
+    res["served_ids"] = list(launch.capture.ids)
     return res
 
 
@@ -180,13 +182,27 @@ def bare_copy(target: Path, out: Path) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--tokenizer", required=True)
-    ap.add_argument("--wheel", required=True)
+    ap.add_argument("--work")
+    ap.add_argument("--tokenizer")
+    ap.add_argument("--wheel")
     ap.add_argument("--out", required=True)
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--steps", default="make,thresholds,audit")
+    ap.add_argument("--thresholds-of", help="only the thresholds step, on this target (a real one), on --device")
+    ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
+    if a.thresholds_of:
+        import torch
+        from transformers import AutoTokenizer
+
+        from eagle_audit.prompts import encode, load_prompts
+
+        prompts = encode(load_prompts(None, 8), AutoTokenizer.from_pretrained(a.thresholds_of), 256)
+        res = {"target": a.thresholds_of, "device": a.device, "torch": torch.__version__, "prompt_tokens": [len(p) for p in prompts],
+               "thresholds": thresholds(a.thresholds_of, a.device, prompts)}
+        Path(a.out).write_text(json.dumps(res, indent=1))
+        print(json.dumps({k: v for k, v in res["thresholds"].items() if k != "per_boundary"}, indent=1))
+        return
     import gpu_8b
 
     dev = "cpu" if a.tiny else "cuda"

@@ -67,8 +67,8 @@ FINDING_DETAILS = {
                                        "non-negative ids, so never the embedding spelled -1): the draft was not "
                                        "trained by it as configured; name the trainer or the trained states"),
     "ENGINE_STATE_MISMATCH": ("error", "`--server`: a slot the running server serves equals no boundary of the local "
-                                       "capture (per-token cosine below 0.999 or relative error above 0.03 for every "
-                                       "boundary: per-rank partial sums, a wrong gather, zeros, other weights); names "
+                                       "capture (for every boundary: a per-token cosine below 0.99 or a relative error "
+                                       "above 0.05 at bf16, 0.9999 / 0.01 at fp32: per-rank partial sums, a wrong gather, zeros, other weights); names "
                                        "the nearest boundary and its cosine"),
     "ENGINE_STATE_SHIFTED": ("error", "`--server`: a slot the running server serves equals another boundary than the "
                                       "engine's rules say (this build captures elsewhere); names both"),

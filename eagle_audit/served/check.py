@@ -11,7 +11,7 @@ import numpy as np
 
 from ..result import Finding
 from ..states import State
-from .compare import SlotMatch, compare_slots, served_findings
+from .compare import ASSUMED_SERVED_DTYPE, SlotMatch, compare_slots, served_findings, thresholds_for
 from .launch import Capture, TargetShape
 from .source import StatesServer, server_capture
 
@@ -23,9 +23,11 @@ class ServedCheck:
     matches: tuple[SlotMatch, ...]  # one per server slot
     findings: tuple[Finding, ...]  # for the draft's served slots
     tokens: int
+    thresholds: tuple[float, float] = (0.0, 0.0)  # (cosine min, relative error max) applied
 
     def to_json(self) -> dict:
         return {"server": self.server.to_json(), "capture": self.capture.to_json(), "tokens": self.tokens,
+                "thresholds": {"min_cosine": self.thresholds[0], "rel_error": self.thresholds[1]},
                 "slots": [m.to_json() for m in self.matches]}
 
 
@@ -48,8 +50,9 @@ def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[in
         caps = source.teacher_forced([list(r.token_ids)], everything)[0].states
         for s in everything:
             local[s].append(caps[s].float().cpu().numpy())
+    cos_min, rel_max = thresholds_for(capture.dtype or ASSUMED_SERVED_DTYPE, source.dtype)
     table = compare_slots([r.states for r in served], {s: np.concatenate(v) for s, v in local.items()},
-                          capture.states)
+                          capture.states, cos_min, rel_max)
     where = f"{capture.engine} server {server.url}"
     findings = []
     for slot, want in enumerate(served_states):
@@ -59,4 +62,5 @@ def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[in
                     findings.append(Finding(f.code, f.severity, slot, f.what.replace(f"slot {m.slot}:", f"slot {slot}:", 1),
                                             f.why, f.fix))
                 break
-    return ServedCheck(server, capture, table, tuple(findings), sum(len(r.token_ids) for r in served))
+    return ServedCheck(server, capture, table, tuple(findings), sum(len(r.token_ids) for r in served),
+                       (cos_min, rel_max))

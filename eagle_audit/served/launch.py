@@ -42,6 +42,7 @@ class Capture:
     states: tuple[State, ...]
     hidden_size: int
     ids: tuple[int, ...] | None = None
+    dtype: str | None = None  # the precision the server computes in, where it says (None: not said)
 
     @property
     def slots(self) -> int:
@@ -53,7 +54,7 @@ class Capture:
 
     def to_json(self) -> dict:
         return {"engine": self.engine, "states": [s.label() for s in self.states], "hidden_size": self.hidden_size,
-                "ids": None if self.ids is None else list(self.ids)}
+                "ids": None if self.ids is None else list(self.ids), "dtype": self.dtype}
 
 
 @dataclass(frozen=True)

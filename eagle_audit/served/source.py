@@ -86,8 +86,10 @@ def server_capture(server: StatesServer, shape: TargetShape) -> Capture:
             conv = get_convention("sglang", "engine")
             draft = {} if ids is None else {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids)}}
             w = conv.resolve(draft, shape.architecture, shape.num_layers)
-            return Capture("sglang", tuple(w.states), shape.hidden_size, None if ids is None else tuple(ids))
+            dtype = info.get("dtype") if info.get("dtype") in ("bfloat16", "float16", "float32") else None
+            return Capture("sglang", tuple(w.states), shape.hidden_size, None if ids is None else tuple(ids), dtype)
         return sglang_reference(shape).capture  # /server_info without its arguments: the reference line assumed
+    # the files carry their dtype (bf16/fp16: the KV-cache dtypes extract_hidden_states accepts)
     return vllm_reference(shape, server.hidden_states_dir or "DIR").capture
 
 

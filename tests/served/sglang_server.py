@@ -218,7 +218,8 @@ class _Handler(BaseHTTPRequestHandler):
             info = {"internal_states": [{}], "chunked_prefill_size": a.chunked_prefill_size,
                     "enable_return_aux_hidden_states": a.enable_return_aux_hidden_states,
                     "return_aux_hidden_state_layer_ids": a.return_aux_hidden_state_layer_ids,
-                    "speculative_algorithm": None, "model_path": a.model_path}
+                    "speculative_algorithm": None, "model_path": a.model_path,
+                    "dtype": str(next(fake.target.model.parameters()).dtype).replace("torch.", "")}
             self._send(200, json.dumps(info).encode())
         else:
             self._send(404, b'{"error": "not found"}')

@@ -12,13 +12,15 @@ from served_tiny import HIDDEN, N_LAYERS, prompts
 from eagle_audit.accept.server import BadServerReply, ServerOptions
 from eagle_audit.served import (compare_slots, read_sglang_states, served_findings, sglang_reference,
                                 sglang_serving)
-from eagle_audit.served.compare import local_boundaries
+from eagle_audit.served.compare import local_boundaries, thresholds_for
 from eagle_audit.served.launch import TargetShape
 from eagle_audit.states import State
 from sglang_engine import ARCHS
 from sglang_server import FakeSGLang, Faults, serving
 
 pytestmark = pytest.mark.usefixtures("one_thread")
+
+FP32 = thresholds_for("float32", "float32")  # the test server and the local capture both compute in float32
 
 DRAFTS = {
     "no ids": {}, "OUT-k": {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 2, 3]}},
@@ -121,7 +123,7 @@ def test_clean_server_states_equal_the_local_capture_exactly(sglang_pieces, sgla
         import numpy as np
 
         assert np.array_equal(np.concatenate([g.slot(i) for g in got]), base[s])  # float32 through JSON: exact
-    matches = compare_slots([g.states for g in got], base, launch.capture.states)
+    matches = compare_slots([g.states for g in got], base, launch.capture.states, *FP32)
     assert [m.verdict for m in matches] == ["ok"] * launch.capture.slots
     assert served_findings(matches, "SGLang", url) == ()
 
@@ -142,7 +144,8 @@ def test_state_faults_are_found_on_their_slot(sglang_pieces, sglang_capture, ser
     with serving(_server(sglang_pieces, sglang_capture, served_target, launch, faults)) as url:
         got = _read(url, launch, prompts(3))
     everything = [State(k) for k in range(N_LAYERS + 1)]
-    matches = compare_slots([g.states for g in got], local_boundaries(local, got, everything), launch.capture.states)
+    matches = compare_slots([g.states for g in got], local_boundaries(local, got, everything), launch.capture.states,
+                             *FP32)
     findings = served_findings(matches, "SGLang", url)
     assert [(f.code, f.slot) for f in findings] == [(code, slot)], [m.to_json() for m in matches]
     if code == "ENGINE_STATE_SHIFTED":
@@ -156,7 +159,8 @@ def test_two_swapped_slots_are_both_shifted(sglang_pieces, sglang_capture, serve
     with serving(_server(sglang_pieces, sglang_capture, served_target, launch, Faults(swap=(0, 2)))) as url:
         got = _read(url, launch, prompts(2))
     everything = [State(k) for k in range(N_LAYERS + 1)]
-    matches = compare_slots([g.states for g in got], local_boundaries(local, got, everything), launch.capture.states)
+    matches = compare_slots([g.states for g in got], local_boundaries(local, got, everything), launch.capture.states,
+                             *FP32)
     assert [(m.verdict, m.matched) for m in matches] == [("shifted", State(4)), ("ok", State(3)), ("shifted", State(2))]
 
 
