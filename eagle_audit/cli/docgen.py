@@ -68,7 +68,7 @@ FINDING_DETAILS = {
                                        "trained by it as configured; name the trainer or the trained states"),
     "ENGINE_STATE_MISMATCH": ("error", "`--server`: a slot the running server serves equals no boundary of the local "
                                        "capture (for every boundary: a per-token cosine below 0.99 or a relative error "
-                                       "above 0.05 at bf16, 0.9999 / 0.01 at fp32: per-rank partial sums, a wrong gather, zeros, other weights); names "
+                                       "above 0.07 at bf16, 0.9999 / 0.01 at fp32: per-rank partial sums, a wrong gather, zeros, other weights); names "
                                        "the nearest boundary and its cosine"),
     "ENGINE_STATE_SHIFTED": ("error", "`--server`: a slot the running server serves equals another boundary than the "
                                       "engine's rules say (this build captures elsewhere); names both"),

@@ -27,13 +27,16 @@ from ..result import Finding
 from ..states import State
 
 #: (smallest per-token cosine, largest token-mean relative error) for "equals", by the precision of the states
-#: compared (the looser of the two sides applies). Measured (bench/README.md, "served thresholds"): SmolLM2-135M
-#: bf16 against fp32 on CPU, every boundary: per-token cosine >= 0.9944, relative error <= 0.028 (it grows with
-#: depth, 0.005 at B1); the faults nearest to "equal" on fp32 states: one rank's share of a 2-rank partial
-#: sum >= 0.11 from either neighbouring boundary, one boundary deeper >= 0.23, an 8-rank share 0.029-0.05 from
-#: the boundary before (not separable from bf16 rounding: it reads as that boundary, ENGINE_STATE_SHIFTED).
-#: float32 on both sides differs by kernel order only (1e-6 on CPU; TF32 matmuls on a GPU: bench/README.md).
-THRESHOLDS = {"bfloat16": (0.99, 0.05), "float16": (0.99, 0.05), "float32": (0.9999, 0.01)}
+#: compared (the looser of the two sides applies). Measured (bench/README.md, "served thresholds"), bf16 against
+#: fp32 of the same weights at every boundary: SmolLM2-135M (CPU) per-token cosine >= 0.9944, relative error
+#: <= 0.028; a Llama-3.1-8B-shaped random bf16 model (H200) >= 0.9975 and <= 0.054 (growing with depth, 0.009 at
+#: B1). The faults nearest to "equal" (fp32 states): one rank's share of a 2-rank partial sum >= 0.11 (SmolLM2)
+#: and >= 0.088 (8B, at B32) from either neighbouring boundary; one boundary deeper >= 0.18; an 8-rank share
+#: 0.022-0.05 from the boundary before (not separable from bf16 rounding: it reads as that boundary,
+#: ENGINE_STATE_SHIFTED). bf16's 0.07 sits between 0.054 and 0.088: thin at the depth of an 8B model, which is why
+#: a float32 local capture (``dtype="float32"``) is the better reference. float32 on both sides differs by kernel
+#: order only.
+THRESHOLDS = {"bfloat16": (0.99, 0.07), "float16": (0.99, 0.07), "float32": (0.9999, 0.01)}
 #: what a served state's precision is taken to be when the server does not say (SGLang's --dtype auto: the
 #: checkpoint's, bf16 for the models this audits)
 ASSUMED_SERVED_DTYPE = "bfloat16"
