@@ -43,7 +43,8 @@ def _base_key(conv: Convention, name: str) -> tuple:
     r = conv.rules[name]
     return (r.default_ids, r.default_shift, tuple((c.when, c.shift) for c in r.explicit), r.min_capture,
             r.max_capture, r.wraps_negative, r.count_check is not None, bool(r.feeds),
-            any(f.error == "TypeError" for f in r.index_failures))
+            any(f.error == "TypeError" for f in r.index_failures), r.default_explicit,
+            tuple(sorted((c.when, c.failure.error) for c in r.id_checks)))
 
 
 def _base_name(members: list[ArchResult], base: Convention | None, taken: dict) -> str | None:
