@@ -195,21 +195,21 @@ def capture(target: PathLike | LoadedTarget | None, inputs: str | Sequence[int],
     import torch
 
     from .capture import capture_states
-    from .errors import AuditError
+    from .errors import AuditError, param
     from .states import all_states, as_states
 
     loaded = target if hasattr(target, "stack") and hasattr(target, "info") else load_target(
         target, device=device, dtype=dtype)
     n = loaded.info.num_layers
-    wanted = all_states(n) if states is None else as_states(_states(states, "states"), n, "states")
+    wanted = all_states(n) if states is None else as_states(_states(states, "states"), n, param("states"))
     if isinstance(inputs, str):
         if loaded.tokenizer is None:
-            raise AuditError("inputs: the target has no tokenizer; give token ids", options=("inputs",))
+            raise AuditError(f"{param('inputs')}: the target has no tokenizer; give token ids")
         ids = loaded.tokenizer(inputs, add_special_tokens=False)["input_ids"]
     else:
         ids = list(_ints(inputs, "inputs"))
     if not ids:
-        raise AuditError("inputs: no tokens", options=("inputs",))
+        raise AuditError(f"{param('inputs')}: no tokens")
     with torch.inference_mode():
         caps = capture_states(loaded, torch.tensor([ids]), wanted)
     return {s: caps[s][0] for s in wanted}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import InputNotFound
+from .errors import InputNotFound, param
 
 DEMO_VERSION = 2
 DEMO_TRAINED = (0, 3, 16)
@@ -25,5 +25,5 @@ def demo_draft() -> str:
     """The shipped demo draft's directory (read-only: nothing is written there)."""
     if not (DEMO_DIR / "config.json").is_file() or not (DEMO_DIR / "model.safetensors").is_file():
         raise InputNotFound(f"demo draft: {DEMO_DIR} is missing from the eagle-audit package",
-                            hint="reinstall eagle-audit, or name a draft", options="draft")
+                            hint=f"reinstall eagle-audit, or give {param('draft')}")
     return str(DEMO_DIR)

@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 
 from .conventions import DRAFT_FLAGS, Wiring, place_key
 from .draft import DraftSpec
-from .errors import BadCheckpoint
+from .errors import BadCheckpoint, param
 from .resolution import BLOCKS, Resolution, SideWiring
 from .result import Finding, Slot
 from .states import State
@@ -272,7 +272,7 @@ def aux_count_mismatch(ctx: Context) -> Iterable[Finding]:
             f"The trained wiring ({trained.wiring.convention}) has {len(trained.states)} states, but fc.weight takes "
             f"{aux} x {ctx.target.hidden_size}.",
             "The trainer assumption does not fit the checkpoint; the slot comparison below is unreliable.",
-            "Name the trained states with --trained-boundaries, or pick the right --trainer.")
+            f"Name the trained states with {param('trained_boundaries')}, or pick the right {param('trainer')}.")
     if served.aux_count is not None and served.aux_count != aux:
         yield Finding(
             "AUX_COUNT_MISMATCH", "error", None,

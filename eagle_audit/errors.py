@@ -2,12 +2,16 @@
 
 Exit codes: :data:`EXIT_MEANINGS` (docs/cli.md is generated from it); 1 never means a crash.
 
-Library messages never name CLI flags. An error about a parameter names it as the Python API does
-(``num_steps``) and lists it in ``options``; the CLI edge (:mod:`eagle_audit.cli.common`) replaces each
-listed name by its flag (``--num-steps``).
+Library text never names a CLI flag. Where an error, a hint, a finding or a suggestion speaks of a
+parameter, it names it as the Python API does, marked by :func:`param` (```num_steps```, or
+```trainer='fingerprint'``` with a value); the CLI edge (:mod:`eagle_audit.cli.common`) shows each such
+reference as the running command's flag (``--num-steps``, ``--trainer fingerprint``). No other word of a text
+is rewritten: "default target" stays as it is.
 """
 
 from __future__ import annotations
+
+import re
 
 EXIT_OK = 0
 EXIT_MISMATCH = 1
@@ -26,6 +30,16 @@ def shown(value: object, limit: int = SHOWN_LIMIT) -> str:
     keep = max(limit - 5, 8)
     return f"{text[: keep - keep // 3]} ... {text[-(keep // 3):]}"
 
+#: a parameter reference made by :func:`param`: group 1 the name, group 2 the value's repr (or None)
+PARAM_REF = re.compile(r"`([a-z_][a-z0-9_]*)(?:=([^`]*))?`")
+
+
+def param(name: str, *value: object) -> str:
+    """How library text names its parameter ``name`` (and a value for it): ```name``` or ```name=repr(value)```.
+    The CLI shows it as its flag (``--name value``); the Python API reader sees the parameter."""
+    return f"`{name}={value[0]!r}`" if value else f"`{name}`"
+
+
 #: Every exit code of the CLI and what it means.
 EXIT_MEANINGS = {
     EXIT_OK: "the wiring matches (or the command succeeded)",
@@ -38,18 +52,15 @@ EXIT_MEANINGS = {
 
 
 class AuditError(Exception):
-    """Base class: a problem the user can fix. Rendered as one line, exit 2.
-
-    ``options``: the parameter names (Python API spelling, e.g. ``"num_steps"``) the message speaks of;
-    the CLI shows them as its flags."""
+    """Base class: a problem the user can fix. Rendered as one line, exit 2. The parameters ``message`` and
+    ``hint`` speak of are marked with :func:`param` (the CLI shows them as its flags)."""
 
     exit_code = EXIT_BAD_INPUT
 
-    def __init__(self, message: str, hint: str | None = None, options: tuple[str, ...] | str = ()):
+    def __init__(self, message: str, hint: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
-        self.options = (options,) if isinstance(options, str) else tuple(options)
 
 
 class InputNotFound(AuditError):

@@ -10,6 +10,7 @@ from .conventions import ID_PLACES, place_key
 from .draft import DraftSpec
 from .resolution import BLOCKS, Resolution
 from .result import Fix
+from .errors import param
 from .states import State
 
 
@@ -52,8 +53,8 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
                    f"this draft. {supported}.")
     if aux is not None and len(trained) != aux:
         return Fix(eng_name, False, f"The trained wiring has {len(trained)} states but fc.weight takes {aux}, so "
-                   "the trained states are unknown and no ids can be computed. Name them with --trained-boundaries or "
-                   "pick the right --trainer.")
+                   "the trained states are unknown and no ids can be computed. Name them with "
+                   f"{param('trained_boundaries')} or pick the right {param('trainer')}.")
     if any(s.normed for s in trained):
         return Fix(eng_name, False, f"{name} never applies the final norm to a captured state, so no config makes it "
                    f"feed the post-norm state the draft was trained on. Retrain on B{num_layers} (pre-norm), or serve "

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from . import expr
 from .conventions import DRAFT_FLAGS, CaptureRule, Convention, EngineFailure, Wiring, get_convention, read_ids, uses_aux
 from .draft import DraftSpec
-from .states import State, as_states, parse_states
+from .states import TRAINED_BOUNDARIES, State, as_states, parse_states
 from .target import TargetInfo
 
 #: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
@@ -235,7 +235,7 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
                   else as_states(trained_boundaries, info.num_layers))
         conv = trainer_convention(trainer, notes) if trainer else None
         notes.append(f"trained states given directly: {[s.label() for s in states]}")
-        wiring = Wiring("user", "trainer", "-", "given", None, "boundaries", "--trained-boundaries",
+        wiring = Wiring("user", "trainer", "-", "given", None, "boundaries", TRAINED_BOUNDARIES,
                         tuple(s.boundary for s in states), states)
         return given_side(wiring, draft, conv), conv
     record = draft.config.get(CANARY_KEY) or {}

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import AuditError
+from .errors import AuditError, param
 
 
 @dataclass(frozen=True, order=True)
@@ -51,6 +51,10 @@ class State:
         return {"boundary": self.boundary, "normed": self.normed, "label": self.label()}
 
 
+#: how messages name the trained states when given directly (the ``trained_boundaries`` parameter)
+TRAINED_BOUNDARIES = param("trained_boundaries")
+
+
 def final_normed(num_layers: int) -> State:
     return State(num_layers, normed=True)
 
@@ -60,7 +64,7 @@ def all_states(num_layers: int) -> tuple[State, ...]:
     return tuple(State(k) for k in range(num_layers + 1)) + (final_normed(num_layers),)
 
 
-def parse_states(text: str, num_layers: int | None, what: str = "trained_boundaries") -> tuple[State, ...]:
+def parse_states(text: str, num_layers: int | None, what: str = TRAINED_BOUNDARIES) -> tuple[State, ...]:
     """Parse ``"0,3,31"`` into states. ``N`` stands for the last boundary and ``final`` (or ``N+norm``)
     for the post-norm state; both need ``num_layers``."""
     out = []
@@ -75,37 +79,37 @@ def parse_states(text: str, num_layers: int | None, what: str = "trained_boundar
             tok, normed = tok[: -len("+norm")], True
         if tok == "n":
             if num_layers is None:
-                raise AuditError(f"{what}: 'N' needs the target's layer count", options=what)
+                raise AuditError(f"{what}: 'N' needs the target's layer count")
             k = num_layers
         else:
             try:
                 k = int(tok)
             except ValueError:
-                raise AuditError(f"{what}: {raw.strip()!r} is not a boundary (use integers, 'N' or 'final')", options=what) from None
+                raise AuditError(f"{what}: {raw.strip()!r} is not a boundary (use integers, 'N' or 'final')") from None
         if k < 0 or (num_layers is not None and k > num_layers):
             bound = f"0..{num_layers}" if num_layers is not None else ">= 0"
-            raise AuditError(f"{what}: boundary {k} is outside {bound}", options=what)
+            raise AuditError(f"{what}: boundary {k} is outside {bound}")
         if normed and num_layers is not None and k != num_layers:
-            raise AuditError(f"{what}: only the last boundary ({num_layers}) has a post-norm state", options=what)
+            raise AuditError(f"{what}: only the last boundary ({num_layers}) has a post-norm state")
         out.append(State(k, normed))
     if not out:
-        raise AuditError(f"{what}: no boundaries given", options=what)
+        raise AuditError(f"{what}: no boundaries given")
     return tuple(out)
 
 
-def as_states(values, num_layers: int | None, what: str = "trained_boundaries") -> tuple[State, ...]:
+def as_states(values, num_layers: int | None, what: str = TRAINED_BOUNDARIES) -> tuple[State, ...]:
     """States given in Python: :class:`State` objects or boundary ints (the checks of :func:`parse_states`)."""
     out = []
     for v in values:
         if isinstance(v, bool) or not isinstance(v, (int, State)):
-            raise AuditError(f"{what}: {v!r} is not a State or a boundary int", options=what)
+            raise AuditError(f"{what}: {v!r} is not a State or a boundary int")
         st = v if isinstance(v, State) else State(v) if v >= 0 else None
         if st is None or (num_layers is not None and st.boundary > num_layers):
             bound = f"0..{num_layers}" if num_layers is not None else ">= 0"
-            raise AuditError(f"{what}: boundary {v} is outside {bound}", options=what)
+            raise AuditError(f"{what}: boundary {v} is outside {bound}")
         if st.normed and num_layers is not None and st.boundary != num_layers:
-            raise AuditError(f"{what}: only the last boundary ({num_layers}) has a post-norm state", options=what)
+            raise AuditError(f"{what}: only the last boundary ({num_layers}) has a post-norm state")
         out.append(st)
     if not out:
-        raise AuditError(f"{what}: no boundaries given", options=what)
+        raise AuditError(f"{what}: no boundaries given")
     return tuple(out)

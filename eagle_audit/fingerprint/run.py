@@ -29,7 +29,7 @@ from ..conventions import Convention, Wiring, builtin_conventions
 from ..diagnose import (Context, Measured, check_target_fit, diagnose, representation_mismatch,
                         trained_wiring_differs)
 from ..draft import DraftSpec, read_draft
-from ..errors import AuditError
+from ..errors import AuditError, param
 from ..fix import plan_fix
 from ..provenance import engine_convention, provenance
 from ..resolution import Resolution, SideWiring, given_side, resolve_trained, side_of
@@ -234,7 +234,7 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
                 if inf.top1 is not None else f"{inf.scored_tokens} positions could be scored.")
     hint = ""
     if inf.states:
-        hint = f"--trained-boundaries {','.join(_bound(s) for s in inf.states)}, or --trainer fingerprint"
+        hint = f"{param('trained_boundaries', ','.join(_bound(s) for s in inf.states))}, or {param('trainer', MEASURED)}"
     measured = Measured(declared.wiring, tuple(corpus_all(inf) if sl.undetermined else sl.candidates
                                               for sl in inf.slots) if inf.states else None,
                         inf.reason, evidence, hint)
@@ -282,7 +282,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
 
     say = status or (lambda m: None)
     if opts.trainer == MEASURED:
-        raise AuditError(f"trainer: the fingerprint compares the weights with a declared trainer; {MEASURED!r} is the "
+        raise AuditError(f"{param('trainer')}: the fingerprint compares the weights with a declared trainer; {MEASURED!r} is the "
                          "measurement itself (leave the trainer out to use the one the layout implies)")
     notes: list[str] = []
     spec = read_draft(opts.draft)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..errors import param
 from ..resolution import Resolution
 
 #: the trainer name with which ``layers`` and ``accept-rate`` measure the trained wiring instead of assuming it
@@ -25,4 +26,4 @@ def suggestion(trainer_given: bool, resolution: Resolution, aux: int, cosines: S
         why = "the trainer was not given, so the trained wiring is assumed from the draft's layout"
     elif any(c is not None and c < 0.9 for c in cosines):
         why = "a slot's trained and served states are far apart, and the trained side rests on a convention alone"
-    return f"{why}; measure it on the draft's weights: trainer '{MEASURED}' (or eagle-audit fingerprint)" if why else None
+    return f"{why}; measure it on the draft's weights: {param('trainer', MEASURED)} (or eagle-audit fingerprint)" if why else None

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-from ..errors import AuditError, InputNotFound
+from ..errors import AuditError, InputNotFound, param
 
 
 class BadSource(AuditError):
@@ -148,7 +148,7 @@ def locate(package: str, source: str | os.PathLike | None = None, extra_names: t
             spec = None
         if spec is None or not spec.submodule_search_locations:
             raise InputNotFound(f"{package} is not installed in this Python environment",
-                                hint="pass source PATH: a source folder or a .whl", options=("source",))
+                                hint=f"pass {param('source')}: a source folder or a .whl")
         pkg_dir = Path(list(spec.submodule_search_locations)[0])
         try:
             dist = importlib.metadata.version(package)

@@ -17,7 +17,7 @@ from typing import Any
 
 from .. import __version__
 from ..conventions import SCHEMA, Convention, parse_convention
-from ..errors import AuditError
+from ..errors import AuditError, param
 from .emit import to_convention_data
 from .results import ProbeResult
 
@@ -70,7 +70,7 @@ SPECFORGE = DelegatingTrainer(
                   "and stop at the width assert)"},
     notes=(
         "A run override of the ids (model.aux_hidden_state_layer_ids) is not written into the exported config: "
-        "pass it with --trained-ids.",
+        f"pass it with {param('trained_ids')}.",
         "fc is always applied to the target's states (project_hidden_states has no width rule); the carried "
         "hidden never goes through fc.",
         "Ids whose capture index the engine's loop never reaches leave fewer than 3 states: SpecForge then stops "

@@ -269,6 +269,9 @@ class FakeSGLang(_Served):
                                 "version": "0.5.23", "frontend": "python"})
         if method == "GET" and path in ("/health", "/health_generate"):
             return h.send(200, b"", "text/plain")
+        if method == "GET" and path == "/model_info":  # http_server.py:812, some of its fields
+            return h.send(200, {"model_path": "toy", "served_model_name": "toy", "is_generation": True,
+                                "model_type": "llama", "architectures": ["LlamaForCausalLM"]})
         return h.send(404, {"detail": "Not Found"})
 
 

@@ -134,8 +134,58 @@ def test_server_through_the_cli(tiny_target_dir, tiny_canary, tmp_path):
         for p in [tmp_path / "r.json", *(tmp_path / "rep").iterdir()]:
             assert "s3cret" not in p.read_text()
         assert "over the 2 audited requests" in " ".join(res.output.split())
+        assert "\nserver sglang http" in res.output and "[bold]" not in res.output  # styled, not markup shown
         fake.broken = True
         text = _one_line_error(_run(*common))
         assert "meta_info" in text and len(text.splitlines()) <= 2
     finally:
         fake.stop()
+
+
+def test_a_server_that_takes_the_connection_and_never_answers_is_found_out_in_seconds(tiny_target_dir, tmp_path):
+    """--server-kind sglang skips detection; the short request sent first (server.PROBE_PATH) still finds a
+    server that accepts connections and stays silent, long before the 300 s per-request timeout."""
+    import threading
+    import time
+
+    from eagle_audit.accept.server import DEFAULT_TIMEOUT, PROBE_TIMEOUT
+
+    path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    held, stop = [], threading.Event()
+
+    def accept_and_stay_silent():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=accept_and_stay_silent, daemon=True)
+    thread.start()
+    try:
+        t0 = time.monotonic()
+        text = _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--server-kind", "sglang",
+                                    "--server", f"http://127.0.0.1:{listener.getsockname()[1]}"))
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        thread.join()
+        for c in held:
+            c.close()
+        listener.close()
+    assert held, "the server took no connection"
+    assert "does not answer" in text and f"within {PROBE_TIMEOUT:g} s" in text, text
+    assert took < PROBE_TIMEOUT + 20 < DEFAULT_TIMEOUT, took
+
+
+def test_library_hints_are_shown_with_the_flags(tiny_target_dir, tmp_path):
+    """A library message names parameters (errors.param); the CLI shows them as its flags, the values too."""
+    path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
+    text = _one_line_error(_run("accept-rate", "-t", tiny_target_dir, "-d", path, "--topk", 4, "--live",
+                                "--num-draft-tokens", 8))
+    assert text.startswith("error: --live runs chain mode only (--topk 1); --topk 4 is simulated"), text
+    assert "`" not in text
