@@ -12,7 +12,7 @@ import importlib
 from dataclasses import dataclass
 from typing import Callable
 
-from ..errors import BadOption
+from ..errors import BadOption, param
 from .spec import SourceRequest
 
 
@@ -44,10 +44,10 @@ def open_source(request: SourceRequest, status: Callable[[str], None] | None = N
     if request.backend is not None:
         backend = BACKENDS.get(request.backend)
         if backend is None:
-            raise BadOption(f"backend: unknown state source {request.backend!r} (known: {', '.join(BACKENDS)})",
-                            options="backend")
+            raise BadOption(f"{param('backend')}: unknown state source {request.backend!r} (known: "
+                            f"{', '.join(BACKENDS)})")
         if not backend.accepts(request):
-            raise BadOption(f"backend {backend.name}: does not take this request ({backend.summary})", options="backend")
+            raise BadOption(f"{param('backend', backend.name)}: does not take this request ({backend.summary})")
     else:
         backend = next((b for b in BACKENDS.values() if b.accepts(request)), None)
         if backend is None:
