@@ -166,12 +166,12 @@ def test_parse_dtype(name, device, expected):
 
 
 def test_bad_dtype_and_device(tiny_targets):
-    with pytest.raises(AuditError, match="^dtype: unknown dtype 'int8'"):
+    with pytest.raises(AuditError, match="^`dtype`: unknown dtype 'int8'"):
         parse_dtype("int8", "cpu")
-    with pytest.raises(AuditError, match="^device: 'tpu' is not cpu or cuda"):
+    with pytest.raises(AuditError, match="^`device`: 'tpu' is not cpu or cuda"):
         load_target(str(tiny_targets["qwen3"]), device="tpu")
     if not torch.cuda.is_available():
-        with pytest.raises(AuditError, match="^device cuda: no CUDA device"):
+        with pytest.raises(AuditError, match="^`device='cuda'`: no CUDA device"):
             load_target(str(tiny_targets["qwen3"]), device="cuda")
 
 
