@@ -253,14 +253,14 @@ class _Http:
         """Whether the server begins a reply (a status line, any status) to ``GET path`` within ``timeout``;
         an unreachable server raises as :meth:`request` does."""
         cls = http.client.HTTPSConnection if self.parts.scheme == "https" else http.client.HTTPConnection
-        headers = {"Authorization": f"Bearer {self.key}"} if self.key else {}
+        headers = {"Connection": "close", **({"Authorization": f"Bearer {self.key}"} if self.key else {})}
         try:
             conn = cls(self.parts.hostname, self.parts.port, timeout=self.timeout)
         except ValueError as e:  # a port that is not a number
             raise ServerError(f"server {self.url}: {e}") from None
         try:
             conn.request("GET", self.base_path + path, headers=headers)
-            conn.getresponse()
+            conn.getresponse()  # the status line is the answer; "Connection: close": the server reads no more
             return True
         except (socket.timeout, TimeoutError):
             return False
