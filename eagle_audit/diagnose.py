@@ -515,8 +515,8 @@ def trainer_refuses_ids(ctx: Context) -> Iterable[Finding]:
                             else ""),
         "No draft of this trainer has these ids, so the trained wiring assumed from them is not how the draft was "
         "trained: the slot comparison rests on an assumption the trainer itself rules out.",
-        "Name the trainer that did train it (--trainer), or the trained states (--trained-boundaries), or measure "
-        "them with `eagle-audit fingerprint`.")
+        f"Name the trainer that did train it ({param('trainer')}), or the trained states "
+        f"({param('trained_boundaries')}), or measure them with `eagle-audit fingerprint`.")
 
 
 from . import diagnose_block as _block_checks  # noqa: E402,F401  (registers the DFlash / DSpark checks)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import BadCheckpoint, InputNotFound, shown
+from .errors import BadCheckpoint, InputNotFound, param, shown
 from .jsonfile import loads_bounded, read_json_object
 
 _ST_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
@@ -367,8 +367,8 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
         files = _weight_files(directory)
     except BadCheckpoint as e:
         if not config_only:
-            raise BadCheckpoint(e.message, hint="a config-only draft (no weights yet) is audited by layers with static",
-                                options="static") from None
+            raise BadCheckpoint(e.message, hint=f"a config-only draft (no weights yet) is audited by layers with "
+                                f"{param('static', True)}") from None
         files, has_weights = [], False
     shapes = _shapes(files)
     from .block_draft import block_layout, read_block

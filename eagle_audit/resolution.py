@@ -19,13 +19,14 @@ from typing import Any, Mapping, Sequence
 from . import expr
 from .conventions import DRAFT_FLAGS, CaptureRule, Convention, EngineFailure, Wiring, get_convention, read_ids, uses_aux
 from .draft import DraftSpec
+from .errors import param
 from .states import TRAINED_BOUNDARIES, State, as_states, parse_states
 from .target import TargetInfo
 
 #: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
 CANARY_KEY = "eagle_audit_canary"
 
-#: The trainer assumed from a draft's layout when neither --trainer nor --trained-boundaries is given.
+#: The trainer assumed from a draft's layout when neither ``trainer`` nor ``trained_boundaries`` is given.
 TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle": "eagle"}
 #: When the assumed trainer cannot have trained for the target's architecture, the older release assumed instead
 #: (SpecForge 0.2.0 captures only where SGLang 0.5.14 does; its removed HF backend hooked any decoder).
@@ -42,8 +43,9 @@ TRAINER_PIPELINES = {
 PIPELINE_TELL = {
     "modelopt": ("The online and offline pipelines differ by one layer for ids below N and cannot be told apart from "
                  "the config: an offline run trains on .pt files written by compute_hidden_states_vllm.py (it prints "
-                 "'Extracting hidden states from layers [...] (last = final output)'); pass --trainer modelopt-offline "
-                 "or --trainer modelopt for the one that trained it, or measure it with `eagle-audit fingerprint`"),
+                 "'Extracting hidden states from layers [...] (last = final output)'); pass "
+                 f"{param('trainer', 'modelopt-offline')} or {param('trainer', 'modelopt')} for the one that trained "
+                 "it, or measure it with `eagle-audit fingerprint`"),
 }
 
 
@@ -320,10 +322,10 @@ def pick_pipeline(trainer: str, draft: DraftSpec, info: TargetInfo, trained_ids:
         ids, _, _ = conv.read_draft_ids(draft.config)
     for when, name, why in choices:
         if expr.evaluate(when, ids=list(ids or ()), N=info.num_layers):
-            notes.append(f"--trainer {trainer}: assumed its pipeline {name}: {why.format(N=info.num_layers)}. "
+            notes.append(f"{param('trainer', trainer)}: assumed its pipeline {name}: {why.format(N=info.num_layers)}. "
                          f"{PIPELINE_TELL.get(trainer, '')}")
             return name
-    notes.append(f"--trainer {trainer}: assumed its pipeline {trainer} (no id equals N = {info.num_layers}); "
+    notes.append(f"{param('trainer', trainer)}: assumed its pipeline {trainer} (no id equals N = {info.num_layers}); "
                  f"{PIPELINE_TELL.get(trainer, '')}")
     return None
 

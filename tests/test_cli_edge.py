@@ -3,6 +3,7 @@ for usage errors and bad numbers, an internal error never exits 1, outputs that 
 refused before anything runs, and library errors are shown with the command's flags."""
 
 import json
+import re
 
 import pytest
 
@@ -200,3 +201,36 @@ def test_a_target_without_layers_is_bad_input(cli, config_only_target, make_draf
     target = config_only_target("LlamaForCausalLM", 0)
     line = one_error_line(cli("-t", target, "-d", make_draft(), *(["--static"] if static else [])))
     assert "config.json: num_hidden_layers is 0; a target needs an integer >= 1" in line, line
+
+
+def test_library_text_names_no_flag_and_marks_parameters_one_way():
+    """Every library error marks the parameters it speaks of with errors.param (there is no other way: an
+    ``options=`` keyword no longer exists), and no library string literal names a flag of ours."""
+    import ast
+    from pathlib import Path
+
+    import typer.main
+
+    flags = {o for c in typer.main.get_command(app).commands.values() for p in c.params for o in p.opts
+             if o.startswith("--")} - {"--help"}
+    root = Path(__file__).resolve().parent.parent / "eagle_audit"
+    bad = []
+    for path in root.rglob("*.py"):
+        if "cli" in path.relative_to(root).parts:
+            continue  # the CLI edge names its own flags
+        tree = ast.parse(path.read_text())
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        docs |= {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr)  # an f-string command line
+                 if any(isinstance(v, ast.Constant) and "eagle-audit " in str(v.value) for v in n.values)
+                 for v in n.values}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and any(k.arg == "options" for k in node.keywords):
+                name = getattr(node.func, "id", getattr(node.func, "attr", ""))
+                if name.endswith(("Error", "Option", "Checkpoint", "NotFound", "Architecture", "Convention", "Prompts")):
+                    bad.append(f"{path.relative_to(root)}:{node.lineno}: options= (use errors.param)")
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+                    and "eagle-audit " not in node.value):  # a whole command line (a recipe) may name its flags
+                for flag in flags:
+                    if re.search(rf"(?<![\w`-]){re.escape(flag)}(?![\w-])", node.value):
+                        bad.append(f"{path.relative_to(root)}:{node.lineno}: names {flag}")
+    assert bad == [], bad

@@ -53,7 +53,7 @@ def test_gpt_oss_120b_eagle3_v3_is_served_correctly_by_sglang(config_only_target
     assert r.verdict == "match" and codes(r, "error") == [], [f.what for f in r.findings]
     assert labels(r.trained.states) == labels(r.served.states) == ["B24", "B30", "B36"]
     if trainer == "modelopt":
-        why = note(r, "--trainer modelopt: assumed its pipeline modelopt-offline")
+        why = note(r, "`trainer='modelopt'`: assumed its pipeline modelopt-offline")
         assert "contain N = 36" in why and "compute_hidden_states_vllm.py" in why and "fingerprint" in why
     if trainer is None:
         assert "SpecForge 0.2.0 never captures index N" in note(r, "trainer not given: assumed modelopt-offline")
@@ -65,8 +65,8 @@ def test_modelopt_without_id_n_is_the_online_pipeline(config_only_target, tmp_pa
     cfg = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 17, 32]}}  # nvidia/gpt-oss-120b-Eagle3-long-context
     r = audit(target, config_only(tmp_path, "long", **cfg), trainer="modelopt", static=True)
     assert r.verdict == "match" and labels(r.trained.states) == ["B2", "B18", "B33"]
-    tell = note(r, "--trainer modelopt: assumed its pipeline modelopt (no id equals N = 36)")
-    assert "--trainer modelopt-offline" in tell
+    tell = note(r, "`trainer='modelopt'`: assumed its pipeline modelopt (no id equals N = 36)")
+    assert "`trainer='modelopt-offline'`" in tell  # a parameter reference: the CLI shows --trainer modelopt-offline
     r = audit(target, config_only(tmp_path, "long-off", **cfg), trainer="modelopt-offline", static=True)
     assert r.verdict == "mismatch" and labels(r.trained.states) == ["B1", "B17", "B32"]
 

@@ -268,7 +268,7 @@ def _heatmap(layers: Mapping, slots: list[SlotView]) -> tuple[figures.Heatmap | 
     if (not isinstance(heat, Mapping) or not as_list(heat.get("states")) or not as_list(heat.get("rows"))
             or not all(isinstance(row, list) for row in heat["rows"])):
         static = as_dict(layers.get("provenance")).get("static")
-        why = "--static: no target weights were loaded" if static else "captured without --scan"
+        why = "a static audit: no target weights were loaded" if static else "captured without the full scan"
         return None, f"No heatmap in this result ({why})."
     states = [str(s) for s in heat["states"]]
     rows = [[number(v) if number(v) is not None else float("nan") for v in row] for row in heat["rows"]]

@@ -35,8 +35,8 @@ def read_served_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], ca
     from ``hidden_states_dir``, the server's ``shared_storage_path`` as this machine sees it)."""
     if capture.engine == "vllm":
         if hidden_states_dir is None:
-            from ..errors import BadOption
+            from ..errors import BadOption, param
 
-            raise BadOption("a vLLM server writes the states to its disk: name that folder", options="hidden_states_dir")
+            raise BadOption(f"a vLLM server writes the states to its disk: name that folder ({param('hidden_states_dir')})")
         return read_vllm_states(opts, prompts, capture, hidden_states_dir, max_new_tokens, progress)
     return read_sglang_states(opts, prompts, capture, max_new_tokens, progress)

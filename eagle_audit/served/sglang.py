@@ -33,6 +33,7 @@ import numpy as np
 
 from ..accept.server import (SGLANG_NEUTRAL, BadServerReply, ServerError, ServerOptions, _Clock, _Http, _field,
                              _short, resolve_key)
+from ..errors import param
 from .launch import Capture
 from .stream import BadStates, Element, StatesReader
 
@@ -79,7 +80,7 @@ def read_sglang_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], ca
     ``capture.slots * capture.hidden_size`` is enforced per row). ``max_new_tokens`` > 1 also returns the
     greedy continuation and the states of its tokens."""
     if max_new_tokens < 1:
-        raise ServerError("max_new_tokens must be >= 1 (the prefill samples one token)", options="max_new_tokens")
+        raise ServerError(f"{param('max_new_tokens')} must be >= 1 (the prefill samples one token)")
     key, _ = resolve_key(opts.api_key, "sglang")
     http_ = _Http(opts.url, key, opts.timeout, _Clock(opts.deadline))
     return tuple(_one(http_, i, ids, capture, max_new_tokens, len(prompts), progress) for i, ids in enumerate(prompts))

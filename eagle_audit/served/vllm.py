@@ -35,6 +35,7 @@ import numpy as np
 
 from ..accept.server import (VLLM_NEUTRAL, BadServerReply, ServerError, ServerOptions, ServerTimeout, _Clock,
                              _field, _Http, resolve_key)
+from ..errors import param
 from .launch import Capture
 from .sglang import Progress, ServedStates
 from .stream import BadStates
@@ -56,7 +57,7 @@ def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capt
                      progress: Progress | None = None) -> tuple[ServedStates, ...]:
     folder = Path(hidden_states_dir)
     if not folder.is_dir():
-        raise ServerError(f"hidden_states_dir {str(folder)!r}: not a folder", options="hidden_states_dir")
+        raise ServerError(f"{param('hidden_states_dir', str(folder))}: not a folder")
     key, _ = resolve_key(opts.api_key, "vllm")
     clock = _Clock(opts.deadline)
     http_ = _Http(opts.url, key, opts.timeout, clock)

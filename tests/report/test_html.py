@@ -127,7 +127,7 @@ def test_static_result_has_no_heatmap(deep_results):
     doc = deep_results["static"]
     assert doc["heatmap"] is None
     page = render_html(doc)
-    assert "No heatmap in this result (--static" in page and '<svg class="figure heatmap"' not in page
+    assert "No heatmap in this result (a static audit" in page and '<svg class="figure heatmap"' not in page
     assert _patch_from(page) == doc["fix"]["patch"]
 
 

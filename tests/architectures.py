@@ -1,0 +1,154 @@
+"""Tiny random models of every decoder-only architecture the installed transformers registers
+(``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), for tests/test_architectures.py.
+
+Which model types count as decoder-only is read from the registry, never from a hand list: a causal-LM
+model type is left out when its config is an encoder-decoder (``is_encoder_decoder``), or when the same
+type also has a masked-LM head (an encoder, BERT-like, that transformers can also run "as a decoder").
+
+:func:`tiny_config` shrinks the type's default config (and every sub-config) by attribute name: widths,
+heads, experts, vocabulary, positions, the layer count, and every per-layer list cut to the new count.
+A type whose shrunk model still has more than :data:`MAX_PARAMS` parameters, or whose config or model
+cannot be built at that size, raises :class:`NoTinyModel` with the reason (the test reports it).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+LAYERS = 4
+VOCAB = 512
+MAX_PARAMS = 3_000_000
+
+#: attribute -> tiny value, set wherever the config has the attribute (the top config and every sub-config)
+SIZES: dict[str, Any] = {
+    "hidden_size": 64, "d_model": 64, "n_embd": 64, "n_embed": 64, "embed_dim": 64, "dim": 64, "model_dim": 64,
+    "intermediate_size": 128, "ffn_hidden_size": 128, "n_inner": 128, "ffn_dim": 128, "d_ff": 128,
+    "ffn_embed_dim": 128, "mlp_hidden_size": 128, "block_ffn_dim": 128,
+    "num_attention_heads": 4, "n_head": 4, "n_heads": 4, "num_heads": 4, "attention_heads": 4,
+    "num_key_value_heads": 2, "num_kv_heads": 2, "n_kv_heads": 2, "multi_query_group_num": 2, "kv_heads": 2,
+    "head_dim": 16, "attention_head_dim": 16, "kv_channels": 16, "global_head_dim": 16,
+    "vocab_size": VOCAB, "max_position_embeddings": 512, "n_positions": 512, "max_seq_len": 512,
+    "seq_length": 512, "max_sequence_length": 512,
+    # mixture of experts
+    "num_experts": 4, "n_routed_experts": 4, "num_local_experts": 4, "moe_num_experts": 4, "n_experts": 4,
+    "num_experts_per_tok": 2, "moe_topk": 2, "top_k": 2, "moe_k": 2, "num_selected_experts": 2,
+    "moe_intermediate_size": 32, "expert_intermediate_size": 32, "shared_expert_intermediate_size": 32,
+    "moe_ffn_hidden_size": 32, "n_shared_experts": 1, "num_shared_experts": 1, "n_group": 1, "topk_group": 1,
+    "first_k_dense_replace": 1,
+    # multi-head latent attention
+    "kv_lora_rank": 16, "q_lora_rank": 24, "qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 16,
+    "qk_head_dim": 16,
+    # state-space and linear-attention blocks
+    "state_size": 8, "ssm_state_size": 8, "mamba_d_state": 8, "mamba_n_heads": 4, "mamba_d_head": 32,
+    "mamba_expand": 2, "mamba_n_groups": 1, "n_groups": 1, "mamba_headdim": 16, "time_step_rank": 8,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+    "conv_kernel": 4, "linear_conv_kernel_dim": 4, "num_hash_buckets": 16,
+    "rotary_dim": 8, "rotary_emb_base": 10000,
+    "sliding_window": 16, "attention_window_size": 16, "window_size": 16, "rope_dim": 16,
+    # vision / audio towers of multimodal causal LMs
+    "image_size": 16, "patch_size": 4, "num_channels": 3, "vision_hidden_size": 64, "depth": 1,
+    "out_hidden_size": 64, "projection_dim": 64,
+}
+
+#: layer-count attributes, set to LAYERS (sub-configs of a vision tower get 1)
+LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_decoder_layers")
+
+
+class NoTinyModel(Exception):
+    """This model type has no tiny random model here (the reason says why)."""
+
+
+def decoder_only_types() -> dict[str, str]:
+    """model type -> causal-LM class name, for the decoder-only types of the installed transformers."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+
+    out = {}
+    for model_type, cls in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
+        if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
+            continue
+        try:
+            if getattr(AutoConfig.for_model(model_type), "is_encoder_decoder", False):
+                continue
+        except Exception:  # noqa: BLE001 - a config that cannot be built is reported by the test
+            pass
+        out[model_type] = cls
+    return dict(sorted(out.items()))
+
+
+def _shrink(cfg, layers: int) -> None:
+    old_n = next((getattr(cfg, k) for k in LAYER_KEYS if isinstance(getattr(cfg, k, None), int)), None)
+    for key, value in SIZES.items():
+        if key in cfg.__dict__ or (key in getattr(cfg, "attribute_map", {})):
+            try:
+                cur = getattr(cfg, key, None)
+            except Exception:  # noqa: BLE001 - e.g. a per-layer attribute of a heterogeneous config
+                continue
+            if cur is None and key in ("q_lora_rank",):
+                continue  # None means "no low-rank q": keep it
+            if isinstance(cur, bool) or (cur is not None and not isinstance(cur, int)):
+                continue
+            try:
+                setattr(cfg, key, value)
+            except Exception:  # noqa: BLE001
+                pass
+    for key in LAYER_KEYS:
+        if isinstance(cfg.__dict__.get(key), int) or key in getattr(cfg, "attribute_map", {}):
+            try:
+                setattr(cfg, key, layers)
+            except Exception:  # noqa: BLE001
+                pass
+    if old_n:  # every per-layer list (layer_types, block patterns, per-layer sizes) cut to the new count
+        for key, value in list(cfg.__dict__.items()):
+            if isinstance(value, (list, tuple)) and len(value) == old_n and old_n != layers:
+                setattr(cfg, key, type(value)(value[:layers]))
+
+
+def tiny_config(model_type: str):
+    from transformers import AutoConfig
+
+    try:
+        cfg = AutoConfig.for_model(model_type)
+    except Exception as e:  # noqa: BLE001
+        raise NoTinyModel(f"its default config cannot be built ({type(e).__name__}: {str(e)[:160]})") from None
+    cfg = copy.deepcopy(cfg)
+    subs = [getattr(cfg, k) for k in (getattr(cfg, "sub_configs", None) or {}) if getattr(cfg, k, None) is not None]
+    _shrink(cfg, LAYERS)
+    text = cfg.get_text_config()
+    for sub in subs:
+        _shrink(sub, LAYERS if sub is text else 1)
+    for sub in [cfg, *subs]:  # token ids inside the tiny vocabulary
+        for key in ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id"):
+            v = getattr(sub, key, None)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= VOCAB:
+                setattr(sub, key, VOCAB - 1 - ("pad bos eos decoder_start".split().index(key.split("_token")[0])))
+            elif isinstance(v, list):
+                setattr(sub, key, [x for x in v if isinstance(x, int) and x < VOCAB] or [VOCAB - 3])
+    return cfg
+
+
+def tiny_model(model_type: str, cls_name: str, seed: int = 0):  # noqa: C901
+    """(model in eval mode, float32, random weights, on the CPU) for ``model_type``."""
+    import torch
+    import transformers
+
+    cfg = tiny_config(model_type)
+    cls = getattr(transformers, cls_name, None)
+    if cls is None:
+        raise NoTinyModel(f"transformers exports no {cls_name}")
+    try:
+        with torch.device("meta"):
+            params = sum(p.numel() for p in cls(copy.deepcopy(cfg)).parameters())
+    except Exception as e:  # noqa: BLE001
+        raise NoTinyModel(f"{cls_name} cannot be built from the tiny config ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
+    if params > MAX_PARAMS:
+        raise NoTinyModel(f"{cls_name} still has {params:,} parameters at the tiny sizes (> {MAX_PARAMS:,})")
+    torch.manual_seed(seed)
+    try:
+        model = cls(cfg).eval()
+    except Exception as e:  # noqa: BLE001
+        raise NoTinyModel(f"{cls_name} cannot be built ({type(e).__name__}: {str(e).splitlines()[0][:200]})") from None
+    return model.float()
