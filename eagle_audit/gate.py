@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import BadOption, shown
+from .errors import BadOption, param, shown
 
 
 @dataclass(frozen=True)
@@ -26,17 +26,17 @@ class Gate:
     def __post_init__(self) -> None:
         v = self.fail_under
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0):
-            raise BadOption(f"fail_under: must be a finite number >= 0, got {shown(v)}", options="fail_under")
+            raise BadOption(f"{param('fail_under')}: must be a finite number >= 0, got {shown(v)}")
         for p in self.fail_under_positions:
             if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
-                raise BadOption(f"fail_under_positions: each threshold must be a number in 0..1, got {shown(p)}",
-                                options="fail_under_positions")
+                raise BadOption(f"{param('fail_under_positions')}: each threshold must be a number in 0..1, got "
+                                f"{shown(p)}")
 
     def fits(self, num_steps: int) -> None:
         """Refuse (exit 2) more position thresholds than the draft runs steps, before anything runs."""
         if len(self.fail_under_positions) > num_steps:
-            raise BadOption(f"fail_under_positions: {len(self.fail_under_positions)} thresholds, but the draft runs "
-                            f"{num_steps} steps (num_steps)", options=("fail_under_positions", "num_steps"))
+            raise BadOption(f"{param('fail_under_positions')}: {len(self.fail_under_positions)} thresholds, but the "
+                            f"draft runs {num_steps} steps ({param('num_steps')})")
 
     @property
     def active(self) -> bool:
@@ -53,10 +53,10 @@ def parse_positions(text: str | None) -> tuple[float, ...]:
     try:
         values = tuple(float(t) for t in text.split(",") if t.strip())
     except ValueError:
-        raise BadOption(f"fail_under_positions: {shown(text)} is not a comma-separated list of numbers such as "
-                        "0.4,0.2,0.1", options="fail_under_positions") from None
+        raise BadOption(f"{param('fail_under_positions')}: {shown(text)} is not a comma-separated list of numbers "
+                        "such as 0.4,0.2,0.1") from None
     if not values:
-        raise BadOption("fail_under_positions: no thresholds given", options="fail_under_positions")
+        raise BadOption(f"{param('fail_under_positions')}: no thresholds given")
     return values
 
 
