@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
 
-from ..errors import AuditError
+from ..errors import AuditError, param
 from ..fingerprint.suggest import MEASURED
 from ..gate import Gate, failures
 from ..inputs import AuditInputs
@@ -115,7 +115,8 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
         t0 = time.perf_counter()
         stages["static"] = Stage("static", True, None, run_layers(LayersOptions(**base, static=True), say),
                                  time.perf_counter() - t0)
-    why = "--static: the configs only" if opts.static else (None if from_server else no_weights(os.fspath(opts.target)))
+    why = (f"{param('static', True)}: the configs only" if opts.static
+           else (None if from_server else no_weights(os.fspath(opts.target))))
     source = None
     if why is None:
         from ..inputs import source_request
@@ -157,7 +158,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
 
 def _served_stage(opts, source, captured: Stage, say) -> Stage:
     if opts.server is None:
-        return _skip("served", "no --server given (a capture-only server: docs/server.md)")
+        return _skip("served", f"no {param('server')} given (a capture-only server: docs/server.md)")
     if source.spec.backend == "server":
         return _skip("served", f"every state came from the server ({source.spec.origin}): no local capture to "
                      "compare it with")
@@ -181,7 +182,7 @@ def _fingerprint_stage(opts, captured: Stage, source, say, progress, Fingerprint
     if not opts.fingerprint:
         hint = captured.result.suggestions if captured.result is not None else ()
         if not hint:
-            return _skip("fingerprint", "the trained wiring is given, not assumed (--fingerprint measures it anyway)"
+            return _skip("fingerprint", f"the trained wiring is given, not assumed ({param('fingerprint', True)} measures it anyway)"
                          if captured.ran else f"the captured stage did not run ({captured.why})")
     say("stage fingerprint: the trained wiring read off the draft's weights")
     tb = opts.trained_boundaries
