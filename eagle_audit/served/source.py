@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerError, ServerOptions, _Clock, _Http, detect, resolve_key
+from ..errors import param
 from ..source.memo import Memo
 from ..source.spec import EMBEDDING, GENERATE, LM_HEAD, TEACHER_FORCED, CannotGive, Counts, Forced, SourceRequest, SourceSpec
 from ..states import State
@@ -209,7 +210,7 @@ class ServedSource:
         return t if t is not None else self.embedding()
 
     def live(self):
-        raise CannotGive(self.spec, "incremental forwards (--live)", "a server hands out states, not a KV cache")
+        raise CannotGive(self.spec, f"incremental forwards ({param('live', True)})", "a server hands out states, not a KV cache")
 
     def weights(self):
         raise CannotGive(self.spec, "the target's weights", "they are on the server")
