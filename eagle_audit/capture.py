@@ -26,6 +26,7 @@ from typing import Iterable, Iterator
 
 import torch
 
+from .errors import UnknownArchitecture
 from .states import State
 from .target import LayerStack, LoadedTarget
 
@@ -63,16 +64,27 @@ def capture(stack: LayerStack, states: Iterable[State], stop_early: bool = True)
     deepest = wanted[-1] if wanted else None
 
     def save(state: State, tensor: torch.Tensor, last: bool) -> None:
+        if not isinstance(tensor, torch.Tensor) or tensor.dim() != 3:
+            shape = list(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+            raise UnknownArchitecture(f"{stack.path}: {state.label()} is {shape}, not [batch, tokens, hidden]: no "
+                                      "single residual stream to audit")
         store.tensors[state] = tensor.detach()
         if last and stop_early:
             raise _StopForward
 
+    layers_done = [False]  # the final norm counts only after the last layer (NanoChat also runs it before layer 0)
+
+    def done(m, a, out) -> None:
+        layers_done[0] = True
+
     try:
+        if any(s.normed for s in wanted):
+            handles.append(stack.layers[n - 1].register_forward_hook(done))
         for s in wanted:
             last = s == deepest
             if s.normed:
                 handles.append(stack.final_norm.register_forward_hook(
-                    lambda m, a, out, s=s, last=last: save(s, _first(out), last)))
+                    lambda m, a, out, s=s, last=last: save(s, _first(out), last) if layers_done[0] else None))
             elif s.boundary == 0:
                 def pre(m, args, kwargs, s=s, last=last):
                     save(s, args[0] if args else kwargs["hidden_states"], last)

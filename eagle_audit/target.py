@@ -178,6 +178,29 @@ def _config_file(target: str) -> Path | None:
 _DENSE_PREFIX_TYPES = ("deepseek", "kimi")
 
 
+#: Model types whose decoder-layer modules are counted by another config key than ``num_hidden_layers``; the
+#: canonical coordinate counts modules (docs/coordinate.md). LongCat-Flash: each module holds two attention
+#: sublayers; transformers' ``num_hidden_layers`` is ``2 * num_layers`` (configuration_longcat_flash.py) and its
+#: ``hidden_states`` count modules (``OutputRecorder(..., num_hidden_layers_key="num_layers")``); SGLang 0.5.23,
+#: which serves it with EAGLE-3, sets ``num_hidden_layers = num_layers`` (srt/configs/longcat_flash.py:81) and
+#: captures before module ``id + 1`` (srt/models/longcat_flash.py:619, :1119), so its ids count modules too.
+LAYER_COUNT_KEY = {"longcat_flash": "num_layers"}
+
+#: Model types whose decoder layers carry several residual streams, not one [batch, tokens, hidden] tensor:
+#: there is no single state to capture (the capture hooks find the same, tests/test_architectures.py).
+_ALTUP = "Gemma 3n's decoder layers carry 4 AltUp streams ([4, batch, tokens, hidden], modeling_gemma3n.py)"
+_MHC = ("its decoder layers carry hyper-connection streams ([batch, tokens, streams, hidden]; vLLM 0.33 feeds "
+        "their mean, vllm/models/deepseek_v4/nvidia/model.py)")
+MULTI_STREAM = {"gemma3n": _ALTUP, "gemma3n_text": _ALTUP, "deepseek_v4": f"DeepSeek-V4: {_MHC}",
+                "hy_v4": f"HY-V4: {_MHC}"}
+
+
+def _check_architecture(where, model_type: str, text_type: str) -> None:
+    why = MULTI_STREAM.get(text_type) or MULTI_STREAM.get(model_type)
+    if why:
+        raise UnknownArchitecture(f"{where}: no single residual stream to audit: {why}")
+
+
 def _info_from_json(target: str, path: Path) -> TargetInfo | None:
     """TargetInfo from config.json alone (no transformers, no torch), or None when the file leaves out
     something only the config class knows (a default, an attribute alias)."""
@@ -188,13 +211,15 @@ def _info_from_json(target: str, path: Path) -> TargetInfo | None:
     if not isinstance(raw, dict):
         return None
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
-    n, h, v = (text.get(k) for k in ("num_hidden_layers", "hidden_size", "vocab_size"))
-    archs = raw.get("architectures") or []
     model_type = raw.get("model_type")
     text_type = str(text.get("model_type") or model_type or "")
+    layer_key = LAYER_COUNT_KEY.get(text_type) or LAYER_COUNT_KEY.get(str(model_type), "num_hidden_layers")
+    n, h, v = (text.get(k) for k in (layer_key, "hidden_size", "vocab_size"))
+    archs = raw.get("architectures") or []
     if not (isinstance(n, int) and isinstance(h, int) and isinstance(v, int) and archs and model_type):
         return None
     _check_sizes(path, n, h)
+    _check_architecture(path, str(model_type), text_type)
     if "first_k_dense_replace" not in text and any(t in text_type for t in _DENSE_PREFIX_TYPES):
         return None
     return TargetInfo(name=str(target), source=str(target), architecture=str(archs[0]), model_type=str(model_type),
@@ -227,11 +252,13 @@ def target_info(target: str, config=None) -> TargetInfo:
     tc = text_config(config)
     archs = getattr(config, "architectures", None) or []
     arch = archs[0] if archs else _arch_from_model_type(config)
-    n = getattr(tc, "num_hidden_layers", None)
+    text_type = getattr(tc, "model_type", None) or config.model_type
+    n = getattr(tc, LAYER_COUNT_KEY.get(text_type) or LAYER_COUNT_KEY.get(config.model_type, "num_hidden_layers"), None)
     h = getattr(tc, "hidden_size", None)
     if n is None or h is None:
         raise UnknownArchitecture(f"{target}: config has no num_hidden_layers/hidden_size (model_type {config.model_type!r})")
     _check_sizes(path or target, n, h)
+    _check_architecture(path or target, config.model_type, text_type)
     return TargetInfo(name=str(target), source=str(target), architecture=arch, model_type=config.model_type,
                       num_layers=int(n), hidden_size=int(h), vocab_size=int(getattr(tc, "vocab_size", 0) or 0),
                       config_sha256=file_hash(path) if path is not None else config_hash(config),
@@ -259,7 +286,14 @@ class LayerStack:
         return len(self.layers)
 
 
-_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_norm", "model_norm")
+#: Names of the final norm beside the layer stack, first match wins: Llama-style ``norm``; ``final_layernorm``
+#: (Phi, GLM); ``ln_f`` (GPT-2, BLOOM, Falcon); ``norm_f`` (DBRX, MPT, NemotronH, Mamba); ``final_layer_norm``
+#: (GPT-NeoX, OPT); ``layer_norm`` (XGLM, BioGPT); ``embedding_norm`` (LFM2: applied after the layers despite its
+#: name); ``ln_out`` / ``out_norm`` (RWKV-style); ``layernorm`` (CTRL). Not CPM-Ant's ``output_layernorm``: its
+#: forward prepends prompt positions, so its states are not the input tokens' (refused, one line).
+#: tests/test_architectures.py checks every registered architecture.
+_NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_norm", "model_norm", "norm_f", "final_layer_norm",
+               "layer_norm", "embedding_norm", "ln_out", "out_norm", "layernorm")
 
 
 def find_layer_stack(model, num_layers: int) -> LayerStack:

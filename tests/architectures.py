@@ -18,7 +18,7 @@ from typing import Any
 
 LAYERS = 4
 VOCAB = 512
-MAX_PARAMS = 3_000_000
+MAX_PARAMS = 20_000_000
 
 #: attribute -> tiny value, set wherever the config has the attribute (the top config and every sub-config)
 SIZES: dict[str, Any] = {
@@ -45,6 +45,9 @@ SIZES: dict[str, Any] = {
     "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 16, "linear_value_head_dim": 16,
     "conv_kernel": 4, "linear_conv_kernel_dim": 4, "num_hash_buckets": 16,
     "rotary_dim": 8, "rotary_emb_base": 10000,
+    "word_embed_proj_dim": 64,  # OPT: as its models but opt-350m (whose last hidden state is projected after the norm)
+    "vocab_size_per_layer_input": VOCAB, "hidden_size_per_layer_input": 16, "num_kv_shared_layers": 0,
+    "laurel_rank": 8, "index_head_dim": 16, "index_n_heads": 2,
     "sliding_window": 16, "attention_window_size": 16, "window_size": 16, "rope_dim": 16,
     # vision / audio towers of multimodal causal LMs
     "image_size": 16, "patch_size": 4, "num_channels": 3, "vision_hidden_size": 64, "depth": 1,
@@ -100,6 +103,13 @@ def _shrink(cfg, layers: int) -> None:
                 setattr(cfg, key, layers)
             except Exception:  # noqa: BLE001
                 pass
+    if isinstance(cfg.__dict__.get("qk_rope_head_dim"), int) and "head_dim" in cfg.__dict__:
+        cfg.head_dim = cfg.qk_rope_head_dim  # multi-head latent attention: head_dim is the rotary part
+    d = cfg.__dict__
+    if all(isinstance(d.get(k), int) for k in ("expand", "num_heads", "head_dim", "hidden_size")):
+        cfg.head_dim = d["hidden_size"] * d["expand"] // d["num_heads"]  # Mamba-2: heads x head_dim = expanded width
+    if isinstance(d.get("per_layer_config"), dict):  # heterogeneous configs: entries for layers that remain
+        cfg.per_layer_config = {k: v for k, v in d["per_layer_config"].items() if int(k) < layers}
     if old_n:  # every per-layer list (layer_types, block patterns, per-layer sizes) cut to the new count
         for key, value in list(cfg.__dict__.items()):
             if isinstance(value, (list, tuple)) and len(value) == old_n and old_n != layers:
@@ -129,8 +139,18 @@ def tiny_config(model_type: str):
     return cfg
 
 
-def tiny_model(model_type: str, cls_name: str, seed: int = 0):  # noqa: C901
-    """(model in eval mode, float32, random weights, on the CPU) for ``model_type``."""
+def tiny_model(model_type: str, cls_name: str, seed: int = 0):
+    """(model in eval mode, float32, random weights, on the CPU) for ``model_type``; :class:`NoTinyModel`
+    where none can be built here."""
+    try:
+        return _tiny_model(model_type, cls_name, seed)
+    except NoTinyModel:
+        raise
+    except Exception as e:  # noqa: BLE001 - building the model is transformers' code, on our tiny config
+        raise NoTinyModel(f"{cls_name} cannot be built ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})") from None
+
+
+def _tiny_model(model_type: str, cls_name: str, seed: int = 0):  # noqa: C901
     import torch
     import transformers
 
@@ -141,11 +161,25 @@ def tiny_model(model_type: str, cls_name: str, seed: int = 0):  # noqa: C901
     try:
         with torch.device("meta"):
             params = sum(p.numel() for p in cls(copy.deepcopy(cfg)).parameters())
-    except Exception as e:  # noqa: BLE001
-        raise NoTinyModel(f"{cls_name} cannot be built from the tiny config ({type(e).__name__}: "
-                          f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
+    except Exception as e:  # noqa: BLE001 - a causal LM of a composite type may take the text config alone
+        text = cfg.get_text_config()
+        try:
+            if text is cfg:
+                raise
+            with torch.device("meta"):
+                params = sum(p.numel() for p in cls(copy.deepcopy(text)).parameters())
+            cfg = text
+        except Exception:  # noqa: BLE001
+            raise NoTinyModel(f"{cls_name} cannot be built from the tiny config ({type(e).__name__}: "
+                              f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
     if params > MAX_PARAMS:
         raise NoTinyModel(f"{cls_name} still has {params:,} parameters at the tiny sizes (> {MAX_PARAMS:,})")
+    validate = getattr(cfg, "validate", None)  # strict configs check themselves again when saved
+    try:
+        if callable(validate):
+            validate()
+    except Exception as e:  # noqa: BLE001
+        raise NoTinyModel(f"the tiny config is inconsistent ({type(e).__name__}: {str(e).splitlines()[-1][:200]})") from None
     torch.manual_seed(seed)
     try:
         model = cls(cfg).eval()
