@@ -2,8 +2,9 @@
 (``MODEL_FOR_CAUSAL_LM_MAPPING_NAMES``), for tests/test_architectures.py.
 
 Which model types count as decoder-only is read from the registry, never from a hand list: a causal-LM
-model type is left out when its config is an encoder-decoder (``is_encoder_decoder``), or when the same
-type also has a masked-LM head (an encoder, BERT-like, that transformers can also run "as a decoder").
+model type is left out when the same type also has a masked-LM head (an encoder, BERT-like, that
+transformers can also run "as a decoder") or a sequence-to-sequence head (names only: nothing is imported
+at collection); :func:`tiny_config` refuses a type whose config is an encoder-decoder (``is_encoder_decoder``).
 
 :func:`tiny_config` shrinks the type's default config (and every sub-config) by attribute name: widths,
 heads, experts, vocabulary, positions, the layer count, and every per-layer list cut to the new count.
@@ -64,21 +65,12 @@ class NoTinyModel(Exception):
 
 def decoder_only_types() -> dict[str, str]:
     """model type -> causal-LM class name, for the decoder-only types of the installed transformers."""
-    from transformers import AutoConfig
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
-                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES)
+                                                        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
 
-    out = {}
-    for model_type, cls in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items():
-        if model_type in MODEL_FOR_MASKED_LM_MAPPING_NAMES:
-            continue
-        try:
-            if getattr(AutoConfig.for_model(model_type), "is_encoder_decoder", False):
-                continue
-        except Exception:  # noqa: BLE001 - a config that cannot be built is reported by the test
-            pass
-        out[model_type] = cls
-    return dict(sorted(out.items()))
+    skip = set(MODEL_FOR_MASKED_LM_MAPPING_NAMES) | set(MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES)
+    return dict(sorted((t, c) for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if t not in skip))
 
 
 def _shrink(cfg, layers: int) -> None:
@@ -123,6 +115,8 @@ def tiny_config(model_type: str):
         cfg = AutoConfig.for_model(model_type)
     except Exception as e:  # noqa: BLE001
         raise NoTinyModel(f"its default config cannot be built ({type(e).__name__}: {str(e)[:160]})") from None
+    if getattr(cfg, "is_encoder_decoder", False):
+        raise NoTinyModel("an encoder-decoder (its config's is_encoder_decoder), not a decoder-only model")
     cfg = copy.deepcopy(cfg)
     subs = [getattr(cfg, k) for k in (getattr(cfg, "sub_configs", None) or {}) if getattr(cfg, k, None) is not None]
     _shrink(cfg, LAYERS)
