@@ -154,7 +154,8 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
         else:
             from .served.check import served_check
 
-            check = served_check(opts.states_server, target, ids, res.served.states, res.served.title, status)
+            check = served_check(opts.states_server, target, ids, res.served.states, res.served.title, status,
+                                 progress)
             findings = findings + check.findings
             served_json = {"mode": "served vs local", **check.to_json()}
             notes.append(f"served states: {check.capture.slots} slots ({', '.join(s.label() for s in check.capture.states)}) "

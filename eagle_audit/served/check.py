@@ -32,9 +32,10 @@ class ServedCheck:
 
 
 def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[int]], served_states: Sequence[State],
-                 engine_title: str, status=None) -> ServedCheck:
+                 engine_title: str, status=None, progress=None) -> ServedCheck:
     """``source``: the local state source (weights loaded); ``served_states``: what the engine's rules say
-    serving feeds this draft, slot by slot."""
+    serving feeds this draft, slot by slot; ``progress(done, total)``: the reading, request by request (the CLI
+    draws it on stderr, only on a terminal and never with ``--json -``)."""
     from . import read_served_states
 
     info = source.info
@@ -42,8 +43,11 @@ def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[in
     capture = server_capture(server, shape)
     if status:
         status(f"reading {capture.slots} served states per token from {server.url}")
+    bar = (lambda i, n, received: progress(i, n)) if progress else None  # (request, requests, bytes so far)
     served = read_served_states(server.options(), prompts_ids, capture, max_new_tokens=1,
-                                hidden_states_dir=server.hidden_states_dir)
+                                hidden_states_dir=server.hidden_states_dir, progress=bar)
+    if progress:
+        progress(len(prompts_ids), len(prompts_ids))
     everything = tuple(State(k) for k in range(info.num_layers + 1))
     local: dict[State, list] = {s: [] for s in everything}
     for r in served:

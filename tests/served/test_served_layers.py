@@ -75,3 +75,10 @@ def test_cli_layers_server(fake, served_target, served_target_no_weights, make_d
         r = cli("-t", served_target_no_weights, "-d", draft, "--trained-boundaries", "0,3,4", "--max-prompts", "2",
                 "--server", url)
     assert r.exit_code == 2 and "cannot give B0" in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
+
+
+def test_the_served_reading_reports_progress(fake, served_target, make_draft):
+    calls = []
+    with serving(fake()) as url:
+        _audit(served_target, make_draft(nested_ids=[1, 2, 3]), url, progress=lambda d, t: calls.append((d, t)))
+    assert calls.count((3, 3)) >= 2 and (0, 3) in calls  # the local capture, then the served reading, request by request
