@@ -30,7 +30,7 @@ def _fresh(args: list[str], env: dict | None = None) -> dict:
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("args", [["--help"], ["layers", "--help"], ["accept-rate", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["layers", "--help"], ["accept-rate", "--help"], ["check", "--help"]])
 def test_help_does_not_import_torch(args):
     assert _fresh(args) == {"exit": 0, "torch": False, "transformers": False}
 
@@ -43,6 +43,16 @@ def test_static_layers_does_not_import_torch(tiny_targets, make_draft, tmp_path)
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["provenance"]["static"] is True and data["provenance"]["torch"]  # version read from the metadata
     assert data["draft"]["vocab"]["has_d2t"] is True
+
+
+def test_static_check_does_not_import_torch(tiny_targets, make_draft, tmp_path):
+    """The CI recipe's command (docs/ci.md): `check --static` stays torch-free, as `layers --static` does."""
+    draft = make_draft(nested_ids=[1, 3, 5])
+    out = _fresh(["check", "-t", str(tiny_targets["llama"]), "-d", str(draft), "--static", "--builtin-rules",
+                  "--json", str(tmp_path / "c.json")])
+    assert out["torch"] is False and out["transformers"] is False and out["exit"] in (0, 1)
+    stages = json.loads((tmp_path / "c.json").read_text())["stages"]
+    assert [s["ran"] for s in stages] == [True, False, False, False, False]
 
 
 def test_static_info_equals_loaded_info(tiny_targets, arch_key):
