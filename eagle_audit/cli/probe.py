@@ -75,7 +75,8 @@ def render(result: ProbeResult, console: Console | None = None) -> None:
             console = Console(width=160)
     ids = ", ".join(_read_text(r) for r in result.id_reads) if result.id_reads else (
         ", ".join(result.ids_from) if result.ids_from else "not found")
-    table = Table(title=f"{result.engine} {result.version}: EAGLE-3 capture rules ({result.origin})",
+    what = {"sglang-dflash": "DFlash", "sglang-dspark": "DSpark", "vllm-dflash": "DFlash / DSpark"}.get(result.name or "", "EAGLE-3")
+    table = Table(title=f"{result.engine} {result.version}: {what} capture rules ({result.origin})",
                   title_justify="left", caption="ids: the draft's eagle_aux_hidden_state_layer_ids; "
                   "reachable: capture indices the forward can reach (boundary k = input of layer k)",
                   caption_justify="left")
