@@ -77,6 +77,7 @@ class Measured:
     reason: str = ""
     evidence: str = ""
     hint: str = ""  # how to declare the measured wiring
+    differs: bool | None = None  # the fingerprint's verdict on the declared wiring (None: judge by ``candidates``)
 
     def agrees(self, states) -> bool:
         return self.candidates is not None and len(states) == len(self.candidates) and all(
@@ -471,7 +472,9 @@ def representation_mismatch(ctx: Context) -> Iterable[Finding]:
 @check
 def trained_wiring_differs(ctx: Context) -> Iterable[Finding]:
     m = ctx.measured
-    if m is None or m.candidates is None or m.agrees(m.declared.states):
+    if m is None or m.candidates is None:
+        return
+    if (not m.differs) if m.differs is not None else m.agrees(m.declared.states):
         return
     measured = "[" + ", ".join(" or ".join(s.label() for s in c) if len(c) <= 3 else "undetermined"
                                for c in m.candidates) + "]"

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = {
     "layers": "eagle-audit/layers/1",
     "accept-rate": "eagle-audit/accept-rate/1",
-    "fingerprint": "eagle-audit/fingerprint/1",
+    "fingerprint": "eagle-audit/fingerprint/2",  # 2: inferred.states guarded per slot (issue 18)
     "check": "eagle-audit/check/1",
     "report": "eagle-audit/report/1",
 }

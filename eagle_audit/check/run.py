@@ -40,7 +40,6 @@ class CheckOptions(AuditInputs):
     max_new_tokens: int = 64
     tolerance: float = 0.1
     gen_batch: int = 16
-    resamples: int = 1000
     device_map: str | None = None
     fail_under: float | None = None
     fail_under_positions: tuple[float, ...] = ()
@@ -191,7 +190,7 @@ def _fingerprint_stage(opts, captured: Stage, source, say, progress, Fingerprint
         trainer=opts.trainer, trained_boundaries=tb, trained_ids=opts.trained_ids, prompts=opts.prompts,
         max_prompts=opts.max_prompts, max_tokens=opts.max_tokens, max_new_tokens=opts.max_new_tokens,
         device=opts.device, dtype=opts.dtype, use_installed_engine=opts.use_installed_engine,
-        resamples=opts.resamples, command=opts.command), say, progress, source=source))
+        command=opts.command), say, progress, source=source))
 
 
 def _measured_trained(fp: Stage):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ..render import render_findings_and_fix
@@ -16,33 +17,39 @@ def _iv(mean, low, high, nd=3) -> str:
 
 def render_fingerprint(result: FingerprintResult, console: Console) -> None:
     t, d = result.target, result.draft
-    console.print(f"[bold]target[/] {t['name']}  ({t['architecture']}, N={t['num_layers']}, hidden {t['hidden_size']})")
-    console.print(f"[bold]draft[/]  {d['path']}  ({d['layout']} layout, fc {d['fc_in']}->{d['fc_out']})")
+    e = lambda v: escape(str(v))  # noqa: E731 - every value is text, never markup (a "[...]" is eaten otherwise)
+    console.print(f"[bold]target[/] {e(t['name'])}  ({e(t['architecture'])}, N={e(t['num_layers'])}, "
+                  f"hidden {e(t['hidden_size'])})", highlight=False)
+    console.print(f"[bold]draft[/]  {e(d['path'])}  ({e(d['layout'])} layout, fc {e(d['fc_in'])}->{e(d['fc_out'])})",
+                  highlight=False)
     line = (f"[bold]scored[/] {result.scored_tokens} tokens ({result.coverage:.0%} of positions have their target "
             f"token in the draft vocabulary)")
     if result.top1 is not None:
         line += (f"; best wiring: top-1 {result.top1:.3f}, mean log-prob {result.logprob:.3f}; fed no target "
                  f"information: top-1 {result.baseline_top1:.3f}")
     console.print(line, highlight=False)
-    table = Table(title="per slot: best state, runner-up, margin (best - runner-up, 99% paired bootstrap interval)")
-    for col in ("slot", "state", "runner-up", "log-prob margin", "top-1 margin", ""):
+    table = Table(title="per slot: best state, runner-up, margin (best - runner-up; 99% interval, one unit per prompt)")
+    for col in ("slot", "state", "runner-up", "log-prob margin", "top-1 margin", "", "evidence"):
         table.add_column(col, justify="right" if col == "slot" else "left")
     for s in result.slots:
         lp = _iv(s.margin.mean, s.margin.low, s.margin.high) if s.margin else "-"
         t1 = _iv(s.top1_margin.mean, s.top1_margin.low, s.top1_margin.high) if s.top1_margin else "-"
-        mark = "[yellow]not separated[/]" if s.ambiguous else "[green]separated[/]"
-        table.add_row(str(s.index), s.text(), s.runner_up.label() if s.runner_up else "-", lp, t1, mark)
+        mark = ("[yellow]undetermined[/]" if s.undetermined else "[yellow]not separated[/]" if s.ambiguous
+                else "[green]separated[/]")
+        table.add_row(str(s.index), e(s.text()), e(s.runner_up.label()) if s.runner_up else "-", e(lp), e(t1), mark,
+                      e(s.needs()))
     console.print(table)
     if result.inferred is not None:
         wiring = "[" + ", ".join(s.text() for s in result.slots) + "]"
-        console.print(f"[bold]trained wiring (from the weights)[/] {wiring}  confidence: {result.confidence}",
+        console.print(f"[bold]trained wiring (from the weights)[/] {e(wiring)}  confidence: {e(result.confidence)}",
                       highlight=False)
     else:
         console.print("[bold red]no wiring can be read off the weights for this target[/]", highlight=False)
     for c in result.claims:
         states = "[" + ", ".join(s.label() for s in c.states) + "]" if c.states is not None else "-"
-        agree = {True: "[green]agrees[/]", False: "[red]differs[/]", None: "[dim]n/a[/]"}[c.agrees]
-        console.print(f"  {c.source:<20} {states:<28} {agree} {c.note}", highlight=False)
+        agree = {True: "[green]agrees[/]", False: "[red]differs[/]",
+                 None: "[dim]n/a[/]" if c.states is None or not result.inferred else "[yellow]not told[/]"}[c.agrees]
+        console.print(f"  {e(f'{c.source:<20}')} {e(f'{states:<28}')} {agree} {e(c.note)}", highlight=False)
     render_findings_and_fix(result.findings, result.fix, console)
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s))")

@@ -1,4 +1,8 @@
-"""The fingerprint result: frozen data, rendered by the CLI, written as ``eagle-audit/fingerprint/1`` JSON."""
+"""The fingerprint result: frozen data, rendered by the CLI, written as ``eagle-audit/fingerprint/2`` JSON.
+
+Schema 2 (breaking against 1): ``inferred.states`` is guarded per slot: a label where the slot is separated, a
+list of labels where it is ambiguous, null where it is undetermined (schema 1 wrote the unguarded best guess);
+each slot says what would determine it (``needs``)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,8 @@ from ..result import Finding, Fix
 from ..states import State
 from .search import Interval
 
-FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/1"
+FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/2"
+MAX_NAMED = 3  # a slot with more states not separated from its best is "undetermined", not a list to pick from
 
 
 def _label(s: State | None) -> str | None:
@@ -27,6 +32,10 @@ class SlotInference:
     candidates: tuple[State, ...]  # the best and every state not separated from it
     ambiguous: bool
     undetermined: bool = False  # more than MAX_NAMED states not separated: the slot carries too little signal here
+    separate_tokens: int | None = None  # scored tokens (prompts like these) that would separate the runner-up
+    name_tokens: int | None = None  # ... that would leave at most MAX_NAMED states (None: not within reach)
+    unused: bool = False  # not even the worst state is separated from the best: the draft does not use the slot here
+    scored_tokens: int = 0  # the evidence the judgement rests on
 
     def text(self) -> str:
         """``B15`` or, where not separated, ``B15 or B16``; ``undetermined (9 states ...)`` where too many are
@@ -39,14 +48,39 @@ class SlotInference:
         """``state`` is consistent with what the weights say about this slot (an undetermined slot admits any)."""
         return self.undetermined or state in self.candidates
 
+    def guarded(self) -> str | list[str] | None:
+        """What the weights support for this slot: the state, the states it is ambiguous between, or None."""
+        if self.undetermined:
+            return None
+        return self.best.label() if not self.ambiguous else [s.label() for s in self.candidates]
+
+    def needs(self) -> str:
+        """How sure, in evidence: what separated it, or what would."""
+        if not self.ambiguous:
+            return (f"separated on {self.scored_tokens} scored tokens"
+                    + (f" (about {self.separate_tokens} would do)" if self.separate_tokens else ""))
+        if self.unused:
+            return ("nothing on text like this: not even the worst state is separated from the best, the draft "
+                    "does not use this slot here")
+        want = self.name_tokens if self.undetermined else self.separate_tokens
+        what = f"at most {MAX_NAMED} states" if self.undetermined else "one state"
+        if want is None:
+            return (f"not within 64x the {self.scored_tokens} scored tokens: to this draft the closest states are "
+                    "as good as alike on such text")
+        return (f"about {want} scored tokens ({want / max(1, self.scored_tokens):.1f}x these) of prompts like the "
+                f"draft's training data (the target's own chat-templated continuations) to name {what}")
+
     def to_json(self) -> dict:
         iv = self.margin
-        return {"index": self.index, "best": self.best.label(), "runner_up": _label(self.runner_up),
+        return {"index": self.index, "state": self.guarded(), "best": self.best.label(),
+                "runner_up": _label(self.runner_up),
                 "margin": iv.mean if iv else None, "interval": [iv.low, iv.high] if iv else None,
                 "top1_margin": self.top1_margin.mean if self.top1_margin else None,
                 "top1_interval": [self.top1_margin.low, self.top1_margin.high] if self.top1_margin else None,
                 "ambiguous": self.ambiguous, "undetermined": self.undetermined,
-                "candidates": [s.label() for s in self.candidates], "text": self.text()}
+                "candidates": [s.label() for s in self.candidates], "text": self.text(),
+                "separate_tokens": self.separate_tokens, "name_tokens": self.name_tokens, "unused": self.unused,
+                "needs": self.needs()}
 
 
 @dataclass(frozen=True)
@@ -82,7 +116,7 @@ class FingerprintResult:
     confidence: str  # "high" (every slot separated), "ambiguous" (some slot not), "none" (representation mismatch)
     target: Mapping[str, Any]
     draft: Mapping[str, Any]
-    inferred: tuple[State, ...] | None  # None: REPRESENTATION_MISMATCH
+    inferred: tuple[State, ...] | None  # the best wiring where it is trusted (JSON: guarded per slot); None: REPRESENTATION_MISMATCH
     best: tuple[State, ...]  # the best-scoring wiring, whether or not it is trusted
     slots: tuple[SlotInference, ...]
     top1: float | None  # the best wiring's top-1 agreement (None: nothing could be scored)
@@ -108,7 +142,7 @@ class FingerprintResult:
         return {
             "schema": FINGERPRINT_SCHEMA, "verdict": self.verdict, "target": dict(self.target),
             "draft": dict(self.draft),
-            "inferred": {"states": [s.label() for s in self.inferred] if self.inferred is not None else None,
+            "inferred": {"states": [s.guarded() for s in self.slots] if self.inferred is not None else None,
                          "confidence": self.confidence, "best": [s.label() for s in self.best],
                          "slots": [s.to_json() for s in self.slots], "top1": self.top1, "logprob": self.logprob,
                          "baseline": {"top1": self.baseline_top1, "logprob": self.baseline_logprob},

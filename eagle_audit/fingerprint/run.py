@@ -22,8 +22,8 @@ Assumptions, named:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Sequence
 
 from ..conventions import Convention, Wiring, builtin_conventions
 from ..diagnose import (Context, Measured, check_target_fit, diagnose, representation_mismatch,
@@ -35,15 +35,14 @@ from ..provenance import engine_convention, provenance
 from ..resolution import Resolution, SideWiring, given_side, resolve_trained, side_of
 from ..result import Finding, Fix
 from ..states import State, all_states
-from .result import Agreement, Claim, FingerprintResult, SlotInference
+from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
 from .score import Corpus, Scorer, capture_corpus
-from .search import judge, search
+from .search import Interval, joint_interval, judge, search
 from .suggest import MEASURED
 
 MIN_COVERAGE = 0.5  # the draft vocabulary must hold the target's next token at this share of positions ...
 MIN_TOP1 = 0.2  # ... the best wiring's top-1 agreement must reach this ...
 MIN_GAIN = 0.1  # ... and beat the draft fed no target information by this much
-MAX_NAMED = 3  # a slot with more states not separated from its best is "undetermined", not a list to pick from
 
 
 @dataclass(frozen=True)
@@ -65,7 +64,6 @@ class FingerprintOptions:
     device: str = "cpu"
     dtype: str = "auto"
     use_installed_engine: bool = True
-    resamples: int = 1000
     prompt_ids: tuple[tuple[int, ...], ...] | None = None
     command: str | None = None  # the CLI line that reproduces this run (None: library call)
 
@@ -86,15 +84,44 @@ class Inference:
     agreement: Agreement
     search: dict
     reason: str  # why "none", else ""
+    joint: Mapping[tuple[State, ...], Interval] = field(default_factory=dict)  # best - wiring, whole wirings scored
 
     @property
     def states(self) -> tuple[State, ...] | None:
         return None if self.confidence == "none" else self.best
 
     def consistent(self, states: Sequence[State] | None) -> bool:
-        """``states`` is one of the wirings the weights cannot tell from the best."""
-        return (states is not None and len(states) == len(self.slots)
-                and all(sl.admits(s) for s, sl in zip(states, self.slots)))
+        """``states`` is one of the wirings the weights cannot tell from the best (:meth:`verdict` is True)."""
+        return self.verdict(states)[0] is True
+
+    def verdict(self, states: Sequence[State] | None) -> tuple[bool | None, str]:
+        """Whether the weights agree with the claimed wiring ``states``, and why.
+
+        True: every slot the weights determine admits it, and the whole wiring scored against the best is
+        not separated from it. False: a determined slot excludes it *and* the whole wiring is separated
+        (below the best). None otherwise: it differs from the best only in slots the weights do not
+        determine, or the two tests disagree, or the wiring was not scored as a whole and differs from the
+        best in more than one slot. An undetermined slot therefore never turns a wiring the scores reject
+        into agreement, and never makes one differ on its own."""
+        if states is None or self.confidence == "none" or len(states) != len(self.slots):
+            return None, ""
+        states = tuple(states)
+        excluded = [sl.index for s, sl in zip(states, self.slots) if not sl.undetermined and s not in sl.candidates]
+        iv = self.joint.get(states)
+        if iv is None:
+            if sum(s != b for s, b in zip(states, self.best)) <= 1 and not any(
+                    sl.undetermined and s != sl.best for s, sl in zip(states, self.slots)):
+                return (not excluded), ""  # one slot off the best: the per-slot test is the test of the wiring
+            return None, "not scored as a whole wiring"
+        joint = f"whole wiring {-iv.mean:+.3f} [{-iv.high:+.3f}, {-iv.low:+.3f}] mean log-prob against the best"
+        rejected = iv.low > 0
+        if not rejected and not excluded:
+            return True, ""
+        if rejected and excluded:
+            return False, f"slot {', '.join(map(str, excluded))} excluded; {joint}"
+        if rejected:
+            return None, f"{joint}, but it differs only in slots the weights do not determine"
+        return None, f"slot {', '.join(map(str, excluded))} excluded, but the {joint} is not separated"
 
 
 def continuations(target, prompt_ids: Sequence[Sequence[int]], max_new: int, batch: int = 8) -> list[list[int]]:
@@ -119,8 +146,7 @@ def prepare_corpus(target, prompt_ids: Sequence[Sequence[int]], max_new_tokens: 
 
 
 def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple[str, tuple[State, ...]]], flags,
-                 resamples: int = 1000, status: Callable[[str], None] | None = None,
-                 give_up: bool = True) -> Inference:
+                 status: Callable[[str], None] | None = None, give_up: bool = True) -> Inference:
     """Search the wiring the draft (loaded with ``flags``) agrees with best on ``corpus``
     (:func:`prepare_corpus`), starting from ``starts`` ((name, states) pairs). ``give_up``: stop searching
     after a sweep whose best wiring still agrees on fewer than ``MIN_TOP1 / 2`` of the tokens (no answer
@@ -157,13 +183,16 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     say(f"searching {aux} slot(s) x {len(cands)} states from {len(start_idx)} starting wiring(s)")
     trace = search(scorer, start_idx, len(cands), give_up_below_top1=MIN_TOP1 / 2 if give_up else 0.0, progress=say)
     t3 = time.perf_counter()
-    judged = judge(scorer, trace, resamples=resamples)
+    judged = judge(scorer, trace, max_named=MAX_NAMED)
+    joint = {tuple(cands[j] for j in w): joint_interval(scorer, trace.best, w) for _, w, _ in trace.starts}
+    joint[tuple(cands[j] for j in trace.best)] = joint_interval(scorer, trace.best, trace.best)
     base = scorer.baseline()
     top = scorer.score(trace.best)
     t4 = time.perf_counter()
     slots = tuple(SlotInference(j.index, cands[j.best], cands[j.runner_up] if j.runner_up is not None else None,
                                 j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates), j.ambiguous,
-                                len(j.candidates) > MAX_NAMED)
+                                len(j.candidates) > MAX_NAMED, j.separate_tokens, j.name_tokens, j.unused,
+                                scorer.scored)
                   for j in judged)
     reason = ""
     if top.top1 < MIN_TOP1:
@@ -175,11 +204,13 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     search_info = {"starts": [{"name": n, "states": [cands[j].label() for j in w], "logprob": v}
                               for n, w, v in trace.starts],
                    "sweeps": trace.sweeps, "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
-                   "resamples": resamples, "interval": "99% paired moving-block bootstrap (blocks of 8 scored tokens); states separated by log-prob",
+                   "units": int(scorer.units.max()) + 1 if scorer.units.numel() else 0,
+                   "interval": ("99% paired cluster-robust t interval, one unit per prompt (its continuation "
+                                "included); states separated by log-prob"),
                    "seconds": {"search": round(t3 - t2, 2), "judge": round(t4 - t3, 2)}}
     return Inference(tuple(cands[j] for j in trace.best), slots, confidence, top.top1,
                      top.mean_logprob, base.top1, base.mean_logprob, scorer.scored, scorer.coverage,
-                     Agreement(cands, trace.rows, trace.top1_rows), search_info, reason)
+                     Agreement(cands, trace.rows, trace.top1_rows), search_info, reason, joint)
 
 
 def starting_points(spec: DraftSpec, info, declared: Wiring | None, engine: Convention | None
@@ -215,8 +246,12 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
     :func:`eagle_audit.diagnose.diagnose` with the measured wiring as the trained side, plus
     ``TRAINED_WIRING_DIFFERS`` / ``REPRESENTATION_MISMATCH``) and the fix against the engine."""
     n = info.num_layers
-    claims = [Claim("declared", declared.states, inf.consistent(declared.states) if inf.states else None,
-                    f"{declared.wiring.convention} ({declared.wiring.ids_source})")]
+    def claim(source: str, states, note: str) -> Claim:
+        agrees, why = inf.verdict(states)
+        return Claim(source, states, agrees, "; ".join(x for x in (note, why) if x))
+
+    declared_verdict = inf.verdict(declared.states)[0]
+    claims = [claim("declared", declared.states, f"{declared.wiring.convention} ({declared.wiring.ids_source})")]
     for name, conv in builtin_conventions("trainer").items():
         try:
             w = conv.resolve(spec.config, info.architecture, n)
@@ -224,20 +259,20 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
             claims.append(Claim(name, None, None, e.message))
             continue
         fits = len(w.states) == len(inf.slots)
-        claims.append(Claim(name, w.states, inf.consistent(w.states) if inf.states and fits else None,
-                            "" if fits else f"{len(w.states)} states; fc takes {len(inf.slots)}"))
+        claims.append(claim(name, w.states, "") if fits else
+                      Claim(name, w.states, None, f"{len(w.states)} states; fc takes {len(inf.slots)}"))
     if served is not None:
-        claims.append(Claim("engine", served.states, inf.consistent(served.states) if inf.states else None,
-                            f"{served.title} feeds this"))
+        claims.append(claim("engine", served.states, f"{served.title} feeds this"))
     evidence = (f"Best wiring {_labels(inf.best)}: top-1 {inf.top1:.3f}, mean log-prob {inf.logprob:.3f}; fed no "
                 f"target information: top-1 {inf.baseline_top1:.3f}, mean log-prob {inf.baseline_logprob:.3f}."
                 if inf.top1 is not None else f"{inf.scored_tokens} positions could be scored.")
     hint = ""
     if inf.states:
-        hint = f"{param('trained_boundaries', ','.join(_bound(s) for s in inf.states))}, or {param('trainer', MEASURED)}"
+        hint = (f"{param('trained_boundaries', ','.join(_bound(s) for s in settled(inf, declared.states)))}, or "
+                f"{param('trainer', MEASURED)}")
     measured = Measured(declared.wiring, tuple(corpus_all(inf) if sl.undetermined else sl.candidates
                                               for sl in inf.slots) if inf.states else None,
-                        inf.reason, evidence, hint)
+                        inf.reason, evidence, hint, differs=declared_verdict is False)
     trained = declared
     if inf.states:
         states = settled(inf, declared.states)
@@ -311,8 +346,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     t0 = time.perf_counter()
     corpus = prepare_corpus(target, prompt_ids, opts.max_new_tokens, say, progress)
     t1 = time.perf_counter()
-    inf = infer_wiring(target, spec, corpus, starting_points(spec, info, declared.wiring, engine), flags,
-                       opts.resamples, say)
+    inf = infer_wiring(target, spec, corpus, starting_points(spec, info, declared.wiring, engine), flags, say)
     inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
     claims, findings, fix = compare(inf, spec, info, declared, trainer, served)
     verdict = "mismatch" if any(f.severity == "error" for f in findings) else "match"
@@ -328,12 +362,12 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
 def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str | None = None,
                 prompts: str | None = None, prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8,
                 max_tokens: int = 256, max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto",
-                resamples: int = 1000, use_installed_engine: bool = True) -> FingerprintResult:
+                use_installed_engine: bool = True) -> FingerprintResult:
     """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids)."""
     return run_fingerprint(FingerprintOptions(
         target=target, draft=draft, engine=engine, trainer=trainer, prompts=prompts, max_prompts=max_prompts,
         max_tokens=max_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
-        max_new_tokens=max_new_tokens, resamples=resamples,
+        max_new_tokens=max_new_tokens,
         prompt_ids=tuple(tuple(p) for p in prompt_ids) if prompt_ids is not None else None))
 
 

@@ -118,6 +118,9 @@ class Scorer:
         labels = corpus.labels.to(self.dev)
         self.label_d = t2d[labels.clamp(max=t2d.shape[0] - 1)]  # [B, T] draft index or -1
         self.mask = corpus.valid.to(self.dev) & (self.label_d >= 0)  # [B, T]
+        from .search import units_of
+
+        self.units = units_of(self.mask.nonzero()[:, 0].cpu())  # [M]: each scored token's unit (its sequence)
         self.scored, self.coverage = int(self.mask.sum()), float(self.mask.sum() / corpus.valid.sum().clamp(min=1))
         self.batch = max(1, chunk_tokens // max(1, corpus.next_ids.shape[1]))  # cases per draft forward
         self.cache: dict[tuple[int, ...], Score] = {}

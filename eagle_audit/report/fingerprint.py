@@ -24,7 +24,7 @@ class FpSlotView:
 class ClaimView:
     source: str
     states: str
-    agrees: str  # "agrees" | "differs" | "n/a"
+    agrees: str  # "agrees" | "differs" | "not told" | "n/a"
     css: str
     note: str
 
@@ -67,8 +67,9 @@ def fingerprint_view(doc: Mapping[str, Any]) -> FingerprintView:
     for c in doc.get("claims") or []:
         if not isinstance(c, Mapping):
             continue
-        agrees = {True: ("agrees", "ok"), False: ("differs", "bad")}.get(c.get("agrees"), ("n/a", "muted"))
         states = c.get("states")
+        told = "not told" if states and inf.get("states") else "n/a"  # scored, but the weights cannot tell
+        agrees = {True: ("agrees", "ok"), False: ("differs", "bad")}.get(c.get("agrees"), (told, "muted"))
         claims.append(ClaimView(str(c.get("source", "?")), "[" + ", ".join(map(str, states)) + "]" if states else "-",
                                 agrees[0], agrees[1], str(c.get("note") or "")))
     figure, note = None, "No per-slot table in this result."

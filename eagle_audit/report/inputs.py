@@ -12,7 +12,7 @@ A report renders one of three documents, all plain JSON dicts:
 ``eagle-audit/report/1``
     both of the above for the same target and draft: ``{"schema", "layers", "accept_rate"}``
     (:func:`merge`).
-``eagle-audit/fingerprint/1``
+``eagle-audit/fingerprint/2`` (and ``/1``, written before the per-slot guard of ``inferred.states``)
     a ``fingerprint`` result (:meth:`eagle_audit.fingerprint.result.FingerprintResult.to_json`), reported
     on its own (never merged).
 ``eagle-audit/check/1``
@@ -34,11 +34,13 @@ from ..result import LAYERS_SCHEMA
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 REPORT_SCHEMA = "eagle-audit/report/1"
-FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/1"
+FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/2"
+FINGERPRINT_SCHEMA_1 = "eagle-audit/fingerprint/1"  # same keys; inferred.states unguarded (the report reads both)
 CHECK_SCHEMA = "eagle-audit/check/1"
 
 #: schema -> the key that document takes in a merged report
-KINDS = {LAYERS_SCHEMA: "layers", ACCEPT_SCHEMA: "accept_rate", FINGERPRINT_SCHEMA: "fingerprint"}
+KINDS = {LAYERS_SCHEMA: "layers", ACCEPT_SCHEMA: "accept_rate", FINGERPRINT_SCHEMA: "fingerprint",
+         FINGERPRINT_SCHEMA_1: "fingerprint"}
 
 #: keys a fingerprint result cannot be rendered without
 _FINGERPRINT_REQUIRED = {"verdict": str, "target": dict, "draft": dict, "inferred": dict, "findings": list}
@@ -157,7 +159,8 @@ def _check(doc: Any, schema: str, where: str) -> None:
         raise BadResult(f"{where}: expected a JSON object, got {type(doc).__name__}")
     if doc.get("schema") != schema:
         raise BadResult(f"{where}: schema is {doc.get('schema')!r}, expected {schema!r}")
-    required = {LAYERS_SCHEMA: _LAYERS_REQUIRED, FINGERPRINT_SCHEMA: _FINGERPRINT_REQUIRED}.get(schema)
+    required = {LAYERS_SCHEMA: _LAYERS_REQUIRED, FINGERPRINT_SCHEMA: _FINGERPRINT_REQUIRED,
+                FINGERPRINT_SCHEMA_1: _FINGERPRINT_REQUIRED}.get(schema)
     if required:
         what = KINDS[schema]
         for key, kind in required.items():

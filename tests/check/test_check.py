@@ -10,7 +10,7 @@ from eagle_audit.check.run import CheckOptions, run_check
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-SMALL = dict(use_installed_engine=False, max_prompts=3, max_tokens=24, max_new_tokens=8, resamples=50)
+SMALL = dict(use_installed_engine=False, max_prompts=3, max_tokens=24, max_new_tokens=8)
 
 
 @pytest.fixture

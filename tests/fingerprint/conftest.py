@@ -12,9 +12,10 @@ import torch
 
 from fp_canaries import train_all
 
-#: the corpus: 4 of the canaries' training prompts, 64 new tokens each
-PROMPTS = slice(8, 12)
-MAX_NEW = 64
+#: the corpus: the 8 prompts the canaries were trained on, 96 new tokens each (as trained): with the interval
+#: honest for a few prompts (one unit per prompt), 4 x 64 left shallow slots undetermined
+PROMPTS = slice(8, 16)
+MAX_NEW = 96
 
 
 @pytest.fixture(scope="session")
@@ -73,7 +74,7 @@ def fingerprint_of(smollm2, fp_corpus, fp_threads):
             spec = read_draft(str(draft_dir))
             declared, _ = resolve_trained(spec, target.info, [])
             starts = starting_points(spec, target.info, declared.wiring, get_convention("sglang", "engine"))
-            memo[key] = (infer_wiring(target, spec, corpus, starts, declared.flags, resamples=500), declared.wiring)
+            memo[key] = (infer_wiring(target, spec, corpus, starts, declared.flags, ), declared.wiring)
         return memo[key]
 
     return run

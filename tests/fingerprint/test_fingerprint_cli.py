@@ -54,7 +54,7 @@ def test_cli_declared_wiring_differs(fp_canaries, smollm2_path, tmp_path, fp_thr
                   "--json", str(out), "--report", str(tmp_path / "rep"))
     assert res.exit_code == 1, res.output
     data = json.loads(out.read_text())
-    assert data["schema"] == "eagle-audit/fingerprint/1"
+    assert data["schema"] == "eagle-audit/fingerprint/2"
     from docs_keys import assert_documented
 
     assert_documented(data, ("inferred", "agreement", "search"))
@@ -65,14 +65,18 @@ def test_cli_declared_wiring_differs(fp_canaries, smollm2_path, tmp_path, fp_thr
         assert want in slot["candidates"], slot
         assert {"best", "runner_up", "margin", "interval", "ambiguous"} <= set(slot)
         assert slot["interval"][0] <= slot["margin"] <= slot["interval"][1]
-    assert inf["states"] == [s["best"] for s in inf["slots"]]
+    assert inf["states"] == [s["state"] for s in inf["slots"]]  # guarded: a state, the set, or null
+    for st, slot in zip(inf["states"], inf["slots"]):
+        assert st == (None if slot["undetermined"] else slot["best"] if not slot["ambiguous"] else slot["candidates"])
     codes = [f["code"] for f in data["findings"]]
     assert "TRAINED_WIRING_DIFFERS" in codes
     assert data["declared"]["states"][0]["label"] == "B1"
-    assert data["fix"]["possible"] and [s["label"] for s in data["fix"]["resolved"]] == inf["states"]
+    assert data["fix"]["possible"]
+    for got, slot in zip(data["fix"]["resolved"], inf["slots"]):  # the measured state where the weights say one
+        assert slot["undetermined"] or got["label"] in slot["candidates"]
     assert len(data["agreement"]["top1"]) == 3 and len(data["agreement"]["states"]) == 32
     html = next((tmp_path / "rep").glob("*.html")).read_text()
-    assert 'id="fingerprint"' in html and "slot 2: inferred " in html and "slot 0: declared B1" in html
+    assert 'id="fingerprint"' in html and "slot 2: inferred " in html and "slot 2: declared B21" in html
     assert "trained wiring" in res.output.lower()
 
 
@@ -89,7 +93,11 @@ def test_layers_suggests_the_fingerprint_and_measures_with_it(fp_canaries, smoll
     assert res.exit_code == 1, res.output
     data = json.loads(res.stdout)
     trained = [s["label"] for s in data["trained"]["states"]]
-    assert data["trained"]["convention"] == "fingerprint" and trained[1:] == ["B15", "B27"]
-    assert trained[0] in ("B2", "B3")
+    assert data["trained"]["convention"] == "fingerprint" and trained[2] == "B27"  # declared B21: excluded
+    # on 3 prompts x 48 tokens the shallow slots may be undetermined (interval honest for 3 prompts): the audit
+    # then keeps the declared state there (no finding from a slot the weights cannot tell), and says so
+    notes = " ".join(data["provenance"]["notes"])
+    for got, declared, true in zip(trained[:2], ("B1", "B8"), (("B2", "B3"), ("B14", "B15", "B16"))):
+        assert got in true or (got == declared and "undetermined" in notes), (got, notes)
     assert [s["label"] for s in data["served"]["states"]] == ["B1", "B8", "B21"]
     assert data["suggestions"] == []

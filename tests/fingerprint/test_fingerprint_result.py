@@ -1,29 +1,96 @@
-"""Result objects of the fingerprint: how a slot is named, what it admits, the JSON it writes."""
+"""Result objects of the fingerprint: how a slot is named, what it admits, the JSON it writes, how a claimed
+wiring is judged, and the terminal rendering (values are text, never markup)."""
 
 from __future__ import annotations
 
-from eagle_audit.fingerprint.result import SlotInference
+from io import StringIO
+
+from rich.console import Console
+
+from eagle_audit.conventions import Wiring
+from eagle_audit.fingerprint.render import render_fingerprint
+from eagle_audit.fingerprint.result import Agreement, Claim, FingerprintResult, SlotInference
+from eagle_audit.fingerprint.run import Inference
 from eagle_audit.fingerprint.search import Interval
 from eagle_audit.states import State
 
 
-def slot(cands, undetermined=False):
+def slot(cands, undetermined=False, index=0):
     iv = Interval(0.01, -0.002, 0.02)
-    return SlotInference(0, cands[0], cands[1] if len(cands) > 1 else None, iv, iv, tuple(cands), len(cands) > 1,
-                         undetermined)
+    return SlotInference(index, cands[0], cands[1] if len(cands) > 1 else None, iv, iv, tuple(cands), len(cands) > 1,
+                         undetermined, scored_tokens=400)
 
 
 def test_a_separated_slot_names_one_state():
     s = slot([State(15)])
     assert s.text() == "B15" and s.admits(State(15)) and not s.admits(State(16))
+    assert s.guarded() == "B15" and s.needs().startswith("separated on 400")
 
 
 def test_an_ambiguous_slot_names_its_states_and_admits_only_them():
     s = slot([State(15), State(16)])
     assert s.text() == "B15 or B16" and s.admits(State(16)) and not s.admits(State(14))
     assert s.to_json()["interval"] == [-0.002, 0.02] and s.to_json()["ambiguous"]
+    assert s.guarded() == ["B15", "B16"]
 
 
 def test_an_undetermined_slot_names_none_and_admits_any():
     s = slot([State(k) for k in (5, 7, 6, 4, 9)], undetermined=True)
     assert s.text().startswith("undetermined (5 states") and s.admits(State(2)) and s.to_json()["undetermined"]
+    assert s.guarded() is None and s.to_json()["state"] is None
+
+
+UNDET = (4, 5, 3, 6, 2)  # an undetermined slot's states (best first)
+
+
+def inference(joint):
+    slots = (slot([State(k) for k in UNDET], True, 0), slot([State(k) for k in (19, 18, 20, 17, 15)], True, 1),
+             slot([State(27), State(28)], False, 2))
+    return Inference((State(4), State(19), State(27)), slots, "ambiguous", 0.4, -4.4, 0.1, -6.0, 400, 1.0,
+                     Agreement((), (), ()), {}, "", joint)
+
+
+def test_an_undetermined_slot_never_turns_a_rejected_wiring_into_agreement():
+    """Issue 18: a claim whose whole-wiring score is well below the best (-5.49 against -4.48) was marked
+    'agrees' because its slots were undetermined (they admit any state)."""
+    rejected = (State(2), State(15), State(27))
+    kept = (State(3), State(18), State(28))
+    inf = inference({rejected: Interval(1.01, 0.7, 1.3), kept: Interval(0.05, -0.02, 0.12),
+                     (State(2), State(15), State(16)): Interval(1.5, 1.1, 1.9)})
+    agrees, note = inf.verdict(rejected)
+    assert agrees is not True and not inf.consistent(rejected)
+    assert agrees is None and "do not determine" in note  # ... nor does it make the wiring differ on its own
+    assert inf.verdict(kept) == (True, "")
+    assert inf.verdict((State(2), State(15), State(16)))[0] is False  # a determined slot excludes it, and the scores
+    assert inf.verdict((State(9), State(9), State(9)))[0] is None  # not scored as a whole
+
+
+def result(slots, claims=()):
+    w = Wiring("x", "trainer", "-", "r", None, "boundaries", "-", (), tuple(sl.best for sl in slots))
+    return FingerprintResult("match", "ambiguous", {"name": "t[arget]", "architecture": "LlamaForCausalLM",
+                                                     "num_layers": 30, "hidden_size": 576},
+                             {"path": "/d/[draft]", "layout": "sglang", "fc_in": 1728, "fc_out": 576},
+                             tuple(sl.best for sl in slots), tuple(sl.best for sl in slots), tuple(slots), 0.4, -4.4,
+                             0.1, -6.0, 400, 1.0, Agreement((), (), ()), tuple(claims), w, None, (), None, {}, {})
+
+
+def test_the_terminal_prints_every_value_as_text():
+    """Issue 18: ``[undetermined ...]`` was eaten as rich markup, the trained-wiring line printed empty."""
+    slots = (slot([State(k) for k in UNDET], True, 0), slot([State(27), State(28)], False, 1))
+    res = result(slots, (Claim("declared", (State(2), State(27)), None, "a [note]"),))
+    buf = StringIO()
+    render_fingerprint(res, Console(file=buf, width=300, color_system=None))
+    out = buf.getvalue()
+    line = next(ln for ln in out.splitlines() if ln.startswith("trained wiring (from the weights)"))
+    assert "[undetermined (5 states not separated, best B4), B27 or B28]" in line, out
+    assert "t[arget]" in out and "/d/[draft]" in out and "a [note]" in out and "not told" in out
+
+
+def test_json_states_are_guarded_per_slot():
+    slots = (slot([State(k) for k in UNDET], True, 0), slot([State(15), State(16)], False, 1),
+             slot([State(27)], False, 2))
+    data = result(slots).to_json()
+    assert data["schema"] == "eagle-audit/fingerprint/2"
+    assert data["inferred"]["states"] == [None, ["B15", "B16"], "B27"]
+    assert data["inferred"]["best"] == ["B4", "B15", "B27"]  # the unguarded guess keeps its own key
+    assert all(s["needs"] for s in data["inferred"]["slots"])
