@@ -36,10 +36,15 @@ class SlotInference:
     name_tokens: int | None = None  # ... that would leave at most MAX_NAMED states (None: not within reach)
     unused: bool = False  # not even the worst state is separated from the best: the draft does not use the slot here
     scored_tokens: int = 0  # the evidence the judgement rests on
+    uninformed: bool = False  # the best state scores as well shuffled over positions: the draft does not use the slot's
+    # information (undetermined, whatever the list)
+    use_margin: Interval | None = None  # best - best shuffled over positions (mean log-prob)
 
     def text(self) -> str:
         """``B15`` or, where not separated, ``B15 or B16``; ``undetermined (9 states ...)`` where too many are
         not separated to name."""
+        if self.uninformed:
+            return f"undetermined (the draft does not use its information; best {self.best.label()})"
         if self.undetermined:
             return f"undetermined ({len(self.candidates)} states not separated, best {self.best.label()})"
         return " or ".join(s.label() for s in self.candidates)
@@ -59,6 +64,10 @@ class SlotInference:
         if not self.ambiguous:
             return (f"separated on {self.scored_tokens} scored tokens"
                     + (f" (about {self.separate_tokens} would do)" if self.separate_tokens else ""))
+        if self.uninformed:
+            return ("nothing on text like this: its best state scores as well shuffled over the positions of each "
+                    "text, so the draft does not use what the slot carries here (prompts like the draft's training "
+                    "data may change that)")
         if self.unused:
             return ("nothing on text like this: not even the worst state is separated from the best, the draft "
                     "does not use this slot here")
@@ -80,6 +89,8 @@ class SlotInference:
                 "ambiguous": self.ambiguous, "undetermined": self.undetermined,
                 "candidates": [s.label() for s in self.candidates], "text": self.text(),
                 "separate_tokens": self.separate_tokens, "name_tokens": self.name_tokens, "unused": self.unused,
+                "uninformed": self.uninformed,
+                "use_margin": [self.use_margin.mean, self.use_margin.low, self.use_margin.high] if self.use_margin else None,
                 "needs": self.needs()}
 
 

@@ -11,6 +11,11 @@ Assumptions, named:
   target can be too alike to separate on a few hundred tokens, and are then reported together.
 * The draft-side flags (``norm_before_fc``, ``fc_norm``, ...) are taken as the declared trainer runs them
   (the config as written when no trainer is known); the search does not vary them.
+* A slot whose best state does not beat the same state shuffled over the positions of each sequence is
+  *undetermined* too (``uninformed``): the draft then uses that slot's statistics, not what it carries about the
+  token, and the best state says nothing about training. Seen on a speculators 0.9.0 draft (held-out step-0
+  accuracy 0.35): slot 0, trained on B2, came out ``B30+norm or B1`` with B2 excluded (a false
+  ``TRAINED_WIRING_DIFFERS``).
 * A slot with more than ``MAX_NAMED`` states not separated from its best is *undetermined*: the draft barely
   relies on it on these prompts, and on a short canary's held-out text such a list was seen to miss the true
   state; it admits any state (no ``TRAINED_WIRING_DIFFERS`` because of it) and names none.
@@ -190,9 +195,9 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     top = scorer.score(trace.best)
     t4 = time.perf_counter()
     slots = tuple(SlotInference(j.index, cands[j.best], cands[j.runner_up] if j.runner_up is not None else None,
-                                j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates), j.ambiguous,
-                                len(j.candidates) > MAX_NAMED, j.separate_tokens, j.name_tokens, j.unused,
-                                scorer.scored)
+                                j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates),
+                                j.ambiguous or j.uninformed, len(j.candidates) > MAX_NAMED or j.uninformed,
+                                j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin)
                   for j in judged)
     reason = ""
     if top.top1 < MIN_TOP1:

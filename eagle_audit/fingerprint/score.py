@@ -151,14 +151,36 @@ class Scorer:
         if d.input_norm is not None:
             self._sq = [s.to(self.dev, torch.float32).pow(2).sum(-1) for s in self.corpus.states]  # [B, T]
 
-    def _projected(self, wiring: tuple[int, ...], rows: slice) -> torch.Tensor:
+    def _shuffle_index(self) -> torch.Tensor:
+        """[B, T]: for each sequence, a fixed permutation of its own positions (padding stays in place)."""
+        if getattr(self, "_perm", None) is None:
+            g = torch.Generator().manual_seed(0)
+            valid = self.corpus.valid.cpu()
+            B, T = valid.shape
+            idx = torch.arange(T).repeat(B, 1)
+            for b in range(B):
+                n = int(valid[b].sum())
+                idx[b, :n] = torch.randperm(n, generator=g)
+            self._perm = idx.to(self.dev)
+        return self._perm
+
+    @staticmethod
+    def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+        return x.gather(1, idx[..., None].expand(-1, -1, x.shape[-1])) if x.dim() == 3 else x.gather(1, idx)
+
+    def _projected(self, wiring: tuple[int, ...], rows: slice, shuffled: int | None = None) -> torch.Tensor:
+        """fc's output for ``wiring``; ``shuffled``: that slot is fed its state from other positions of the same
+        sequence (same statistics, no information about the token at hand)."""
         d = self.draft
+        perm = self._shuffle_index()[rows] if shuffled is not None else None
+        pick = lambda x, i: self._gather(x, perm) if i == shuffled else x  # noqa: E731
         if not self.linear:
-            cat = torch.cat([self.corpus.states[j][rows].to(self.dev, self.dtype) for j in wiring], dim=-1)
+            cat = torch.cat([pick(self.corpus.states[j][rows].to(self.dev, self.dtype), i)
+                             for i, j in enumerate(wiring)], dim=-1)
             return d.project(cat)
-        h = sum(self._products[i][j][rows] for i, j in enumerate(wiring))  # [b, T, H]
+        h = sum(pick(self._products[i][j][rows], i) for i, j in enumerate(wiring))  # [b, T, H]
         if d.input_norm is not None:
-            ms = sum(self._sq[j][rows] for j in wiring) / (self.n * self.Ht)  # [b, T]
+            ms = sum(pick(self._sq[j][rows], i) for i, j in enumerate(wiring)) / (self.n * self.Ht)  # [b, T]
             h = h * torch.rsqrt(ms + d.input_norm.eps).to(h.dtype)[..., None]
         if d.fc.bias is not None:
             h = h + d.fc.bias
@@ -186,6 +208,14 @@ class Scorer:
         if wiring not in self.cache:
             self.cache[wiring] = self._run(lambda rows: self._projected(wiring, rows))
         return self.cache[wiring]
+
+    def shuffled(self, wiring: tuple[int, ...], slot: int) -> Score:
+        """``wiring`` with slot ``slot`` fed its state shuffled over the positions of each sequence: what the
+        draft makes of that slot's statistics alone, without the information it carries about the token."""
+        key = ("shuffled", slot, tuple(wiring))
+        if key not in self.cache:
+            self.cache[key] = self._run(lambda rows: self._projected(tuple(wiring), rows, shuffled=slot))
+        return self.cache[key]
 
     def baseline(self) -> Score:
         """The draft given no target information (fc output = its bias, or zeros): what the token

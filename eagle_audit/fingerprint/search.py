@@ -181,6 +181,9 @@ class SlotJudgement:
     separate_tokens: int | None = None  # scored tokens at which the runner-up would be separated (None: not in reach)
     name_tokens: int | None = None  # ... at which at most ``max_named`` states would remain (None: not in reach)
     unused: bool = False  # even the worst state is not separated from the best: the draft does not use the slot here
+    uninformed: bool = False  # the best state is not separated from itself shuffled over positions: the draft does
+    # not use what the slot carries, only its statistics (a state it was not trained on can then score best)
+    use_margin: Interval | None = None  # best - best shuffled over positions
 
 
 def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3) -> tuple[SlotJudgement, ...]:
@@ -208,11 +211,12 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
         close = [best[i]] + [j for j in order if j != best[i] and ivs[j].low <= 0]
         rest = [j for j in order if j != best[i]]
         nth = ivs[rest[max_named - 1]] if len(rest) >= max_named else None
+        use = paired_interval(top.logprob, scorer.shuffled(best, i).logprob, units, level)
         out.append(SlotJudgement(
             i, best[i], runner, lp, t1, tuple(close), len(close) > 1,
             tokens_to_separate(lp, G, m, level),
             tokens_to_separate(nth, G, m, level) if nth is not None else None,
-            ivs[order[-1]].low <= 0 if order[-1] != best[i] else False))
+            ivs[order[-1]].low <= 0 if order[-1] != best[i] else False, use.low <= 0, use))
     return tuple(out)
 
 

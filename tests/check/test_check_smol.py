@@ -29,19 +29,20 @@ def canaries(smollm2, audit_cache):
 
 @pytest.fixture(scope="module")
 def prompts(tmp_path_factory) -> str:
-    """The built-in prompts 9-12: the text the canaries were trained on, as tests/fingerprint reads them
-    (on held-out text a short canary's slots can stay undetermined: docs/fingerprint.md)."""
+    """The built-in prompts 9-16: the text the canaries were trained on, as tests/fingerprint reads them (the
+    fingerprint's interval, one unit per prompt, needs 8 of them x 96 tokens to name the canaries' shallow slots;
+    on fewer, or on held-out text, a short canary's slots can stay undetermined: docs/fingerprint.md)."""
     from importlib import resources
 
     lines = (resources.files("eagle_audit") / "data" / "chat_prompts.jsonl").read_text().splitlines()
     path = tmp_path_factory.mktemp("prompts") / "canary-text.jsonl"
-    path.write_text("\n".join(lines[8:12]) + "\n")
+    path.write_text("\n".join(lines[8:16]) + "\n")
     return str(path)
 
 
 def _run(smollm2_path, draft, prompts, **kw):
     return run_check(CheckOptions(target=smollm2_path, draft=str(draft), prompts=prompts, use_installed_engine=False,
-                                  resamples=200, **kw))
+                                  max_new_tokens=96, **kw))
 
 
 def test_a_canary_served_as_trained_is_a_match_in_every_stage(smollm2_path, canaries, prompts):

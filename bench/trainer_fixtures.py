@@ -1,0 +1,246 @@
+"""Drafts trained by a real trainer's own training loop, and the fingerprint on them (issue 18, part 3).
+
+Trains SmolLM2-135M-Instruct drafts with speculators 0.9.0 (tests/trainers/real_drafts.py says exactly what
+runs from the wheel and what is swapped) on known wirings: the trainer's default ids and explicit ones. Then,
+for each draft, on held-out prompts of the training kind (chat prompts not trained on, the target's own
+chat-templated continuations):
+
+* its step-0 accuracy under the true wiring (the fingerprint's top-1 agreement) and speculators' own
+  validation accuracies;
+* the fingerprint on the whole held-out set (per slot: the answer, how sure, what would determine it) and the
+  claims and findings against the declared wiring (the config the trainer wrote);
+* decisions on disjoint groups of ``--group`` prompts: slots exact / ambiguous with the truth / undetermined /
+  *wrong* (a named set that misses the truth), false ``TRAINED_WIRING_DIFFERS``, any error finding;
+* coverage of the 99% interval on those groups: for the truth against each neighbour state in each slot, the
+  share of group intervals that cover the margin measured on all held-out prompts (and, for comparison, the
+  8-token moving-block bootstrap it replaced).
+
+    python bench/trainer_fixtures.py --target DIR --device cuda --out results.json            # GPU
+    python bench/trainer_fixtures.py --target DIR --tiny --out tiny.json                       # CPU smoke
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "trainers")]
+
+import real_drafts  # noqa: E402
+
+
+def log(m: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {m}", flush=True)
+
+
+def block_bootstrap(d: torch.Tensor, block: int = 8, resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """The 99% moving-block bootstrap the fingerprint used before (for comparison only)."""
+    m = d.numel()
+    g = torch.Generator().manual_seed(seed)
+    block = max(1, min(block, m))
+    starts = torch.randint(0, m - block + 1, (resamples, math.ceil(m / block)), generator=g)
+    means = d[(starts[..., None] + torch.arange(block)).reshape(resamples, -1)].mean(-1)
+    q = torch.quantile(means, torch.tensor([0.005, 0.995], dtype=torch.float64))
+    return float(q[0]), float(q[1])
+
+
+def sub_corpus(c, rows):
+    from eagle_audit.fingerprint.score import Corpus
+
+    return Corpus(c.candidates, [s[rows] for s in c.states], c.next_ids[rows], c.labels[rows], c.valid[rows],
+                  int(c.valid[rows].sum()))
+
+
+def evaluate(target, ckpt: str, truth, corpus, group: int) -> dict:
+    from eagle_audit.accept.runtime import load_draft_model
+    from eagle_audit.conventions import get_convention
+    from eagle_audit.draft import read_draft
+    from eagle_audit.fingerprint.run import compare, infer_wiring, starting_points
+    from eagle_audit.fingerprint.score import Scorer
+    from eagle_audit.fingerprint.search import paired_interval, units_of
+    from eagle_audit.resolution import resolve_trained, side_of
+
+    info = target.info
+    spec = read_draft(ckpt)
+    notes: list[str] = []
+    declared, trainer = resolve_trained(spec, info, notes)
+    engine = get_convention("vllm", "engine")
+    served = side_of(engine, spec.config, info.architecture, info.num_layers)
+    starts = starting_points(spec, info, declared.wiring, engine)
+
+    def judge(c) -> dict:
+        t0 = time.perf_counter()
+        inf = infer_wiring(target, spec, c, starts, declared.flags)
+        claims, findings, fix = compare(inf, spec, info, declared, trainer, served)
+        slots = []
+        for sl, t in zip(inf.slots, truth):
+            kind = ("undetermined" if sl.undetermined else "wrong" if t not in sl.candidates else
+                    "exact" if not sl.ambiguous else "ambiguous")
+            slots.append({"text": sl.text(), "truth": t.label(), "outcome": kind, "needs": sl.needs(),
+                          "separate_tokens": sl.separate_tokens, "name_tokens": sl.name_tokens, "unused": sl.unused})
+        return {"slots": slots, "confidence": inf.confidence, "top1": inf.top1, "baseline_top1": inf.baseline_top1,
+                "scored_tokens": inf.scored_tokens, "declared": [s.label() for s in declared.states],
+                "claims": [c_.to_json() for c_ in claims], "findings": [f.code for f in findings],
+                "errors": [f.code for f in findings if f.severity == "error"], "fix": fix is not None and fix.possible,
+                "seconds": round(time.perf_counter() - t0, 1)}
+
+    whole = judge(corpus)
+    draft = load_draft_model(spec, target, declared.flags)
+    scorer = Scorer(draft, corpus)
+    idx = {s: j for j, s in enumerate(corpus.candidates)}
+    tw = tuple(idx[s] for s in truth)
+    top = scorer.score(tw)
+    whole["truth_top1"] = top.top1
+    B = corpus.next_ids.shape[0]
+    groups = [list(range(g0, g0 + group)) for g0 in range(0, B - group + 1, group)]
+    decisions = [judge(sub_corpus(corpus, torch.tensor(g))) for g in groups]
+    # coverage: truth against each neighbour (+-1, +-2 boundaries), per slot
+    seq = scorer.mask.nonzero()[:, 0].cpu()
+    cover = {"cluster": [0, 0], "block8": [0, 0]}
+    for i, s in enumerate(truth):
+        for off in (-2, -1, 1, 2):
+            from eagle_audit.states import State
+
+            if s.normed or not 0 <= s.boundary + off <= info.num_layers:
+                continue
+            j = idx[State(s.boundary + off)]
+            d = (top.logprob - scorer.score(tw[:i] + (j,) + tw[i + 1:]).logprob).double()
+            pooled = float(d.mean())
+            for g in groups:
+                sel = torch.isin(seq, torch.tensor(g))
+                iv = paired_interval(d[sel], torch.zeros_like(d[sel]), units_of(seq[sel]))
+                cover["cluster"][0] += iv.low <= pooled <= iv.high
+                lo, hi = block_bootstrap(d[sel])
+                cover["block8"][0] += lo <= pooled <= hi
+                cover["cluster"][1] += 1
+                cover["block8"][1] += 1
+    outcome = {k: sum(sl["outcome"] == k for dd in decisions for sl in dd["slots"])
+               for k in ("exact", "ambiguous", "undetermined", "wrong")}
+    return {"whole": whole, "groups": decisions, "group_prompts": group, "outcomes": outcome,
+            "false_differs": sum("TRAINED_WIRING_DIFFERS" in dd["findings"] for dd in decisions)
+            + ("TRAINED_WIRING_DIFFERS" in whole["findings"]),
+            "any_error": sum(bool(dd["errors"]) for dd in decisions) + bool(whole["errors"]),
+            "coverage": {k: {"covered": v[0], "intervals": v[1], "share": v[0] / max(1, v[1])} for k, v in cover.items()}}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", required=True, help="SmolLM2 model directory (or .gguf)")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--save", default=None, help="where the checkpoints go (default: next to --out)")
+    ap.add_argument("--site", default=None, help="folder with speculators 0.9.0 installed --no-deps")
+    ap.add_argument("--train-prompts", type=int, default=160)
+    ap.add_argument("--eval-prompts", type=int, default=40)
+    ap.add_argument("--samples", type=int, default=4, help="responses per training prompt (1 greedy + sampled)")
+    ap.add_argument("--max-new", type=int, default=256)
+    ap.add_argument("--eval-max-new", type=int, default=96)
+    ap.add_argument("--epochs", type=int, default=8)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--group", type=int, default=8)
+    ap.add_argument("--gen-batch", type=int, default=32)
+    ap.add_argument("--draft-vocab", type=int, default=8192)
+    ap.add_argument("--total-seq-len", type=int, default=8192, help="speculators' packed batch length (its default)")
+    ap.add_argument("--attn", default="simple_flex_attention")
+    ap.add_argument("--wirings", default=",".join(real_drafts.WIRINGS))
+    ap.add_argument("--tiny", action="store_true", help="CPU smoke: few prompts, 1 epoch, eager attention")
+    args = ap.parse_args()
+    if args.tiny:
+        args.train_prompts, args.eval_prompts, args.samples, args.max_new, args.eval_max_new = 6, 4, 1, 24, 16
+        args.epochs, args.group, args.attn, args.total_seq_len, args.draft_vocab = 1, 2, "eager", 256, 2048
+    torch.manual_seed(0)
+    if args.device == "cpu":
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    from eagle_audit.prompts import load_prompts
+    from eagle_audit.target import load_target
+
+    t0 = time.perf_counter()
+    target = load_target(args.target, args.device, "float32" if args.device == "cpu" else "bfloat16")
+    verifier = str(Path(target.info.path) if getattr(target.info, "path", None) else args.target)
+    if not (Path(verifier) / "config.json").is_file():
+        from eagle_audit.target import _gguf_cache
+
+        verifier = str(_gguf_cache(Path(args.target)))
+    log(f"target loaded ({time.perf_counter() - t0:.1f}s); verifier dir {verifier}")
+    site = Path(args.site) if args.site else None
+    if site is None:
+        sys.path.insert(0, str(ROOT / "tests"))
+        import wheels
+
+        site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
+    sp = real_drafts.import_speculators(site)
+    from eagle_audit.prompts import encode
+
+    prompts = load_prompts(str(ROOT / "bench" / "canary_prompts.jsonl"))  # chat messages, templated by encode
+    train_texts = prompts[:args.train_prompts]
+    eval_texts = prompts[-args.eval_prompts:]
+    assert not set(train_texts) & set(eval_texts), "held-out prompts overlap the training prompts"
+    tok = target.tokenizer
+    t1 = time.perf_counter()
+    train_text = real_drafts.generate(target, encode(train_texts, tok), args.max_new, args.samples, args.gen_batch)
+    log(f"training text: {len(train_text)} sequences, {sum(len(s) for s, _ in train_text)} tokens "
+        f"({time.perf_counter() - t1:.1f}s)")
+    from eagle_audit.fingerprint.run import prepare_corpus
+
+    t1 = time.perf_counter()
+    corpus = prepare_corpus(target, encode(eval_texts, tok), args.eval_max_new)
+    log(f"held-out corpus: {len(eval_texts)} prompts ({time.perf_counter() - t1:.1f}s)")
+    save = Path(args.save or Path(args.out).with_suffix(""))
+    dtype = torch.float32 if args.device == "cpu" else torch.bfloat16
+    record = {"machine": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
+              "torch": torch.__version__, "args": vars(args), "fixtures": {}}
+    import transformers
+
+    record["transformers"] = transformers.__version__
+    N = target.info.num_layers
+    for name in args.wirings.split(","):
+        ids_arg = real_drafts.WIRINGS[name]
+        ids = sp.resolve_target_layer_ids(ids_arg, verifier)
+        truth = tuple(real_drafts.state_of_id(k) for k in ids)
+        try:
+            t1 = time.perf_counter()
+            samples = real_drafts.capture(target, train_text, ids, dtype)
+            log(f"{name}: captured {[s.label() for s in truth]} + B{N} ({time.perf_counter() - t1:.1f}s)")
+            train = lambda attn: real_drafts.train_speculators(  # noqa: E731
+                sp, target, verifier, samples, ids_arg, save / name, epochs=args.epochs, lr=args.lr, dtype=dtype,
+                attn=attn, total_seq_len=args.total_seq_len, draft_vocab=args.draft_vocab, log=log)
+            try:
+                rec = train(args.attn)
+                rec["attn"] = args.attn
+            except Exception as e:  # flex attention compiles; if it cannot here, the trainer's eager path
+                if args.attn == "eager":
+                    raise
+                log(f"{name}: {args.attn} failed ({type(e).__name__}: {e}); again with eager attention")
+                rec = train("eager")
+                rec["attn"] = f"eager ({args.attn} failed: {type(e).__name__})"
+            del samples
+            rec["truth"] = [s.label() for s in truth]
+            rec["trainer"] = "speculators 0.9.0"
+            rec["evaluation"] = evaluate(target, rec["checkpoint"], truth, corpus, args.group)
+            w = rec["evaluation"]["whole"]
+            log(f"{name}: held-out step-0 accuracy {w['truth_top1']:.3f}; fingerprint "
+                f"{[s['text'] for s in w['slots']]}; errors {w['errors']}; outcomes {rec['evaluation']['outcomes']}; "
+                f"coverage {rec['evaluation']['coverage']}")
+        except Exception as e:  # keep the other fixture's numbers
+            import traceback
+
+            traceback.print_exc()
+            rec = {"error": f"{type(e).__name__}: {e}"}
+        record["fixtures"][name] = rec
+        Path(args.out).write_text(json.dumps(record, indent=1, default=str))
+    record["seconds"] = round(time.perf_counter() - t0, 1)
+    Path(args.out).write_text(json.dumps(record, indent=1, default=str))
+    log(f"done in {record['seconds']}s -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
