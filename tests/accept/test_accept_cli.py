@@ -189,3 +189,28 @@ def test_library_hints_are_shown_with_the_flags(tiny_target_dir, tmp_path):
                                 "--num-draft-tokens", 8))
     assert text.startswith("error: --live runs chain mode only (--topk 1); --topk 4 is simulated"), text
     assert "`" not in text
+
+
+def test_fail_under_gates_the_servers_figures(tiny_target_dir, tiny_canary):
+    """--fail-under / --fail-under-positions on `accept-rate --server`: the server's own accept length (from
+    SGLang's per-request meta_info, tests/accept/fake_engines.py) is gated, not only the simulation's."""
+    from fake_engines import FakeSGLang
+
+    fake = FakeSGLang(steps=3)
+    fake.start()
+    try:
+        common = ["accept-rate", "-t", tiny_target_dir, "-d", tiny_canary, "--trained-boundaries", "1,3,5",
+                  "--max-prompts", 2, "--max-new-tokens", 8, "--server", fake.url]
+        res = _run(*common, "--json", "-")
+        assert res.exit_code == 0, res.output
+        served = json.loads(res.stdout)["server"]["accept_length"]
+        bad = _run(*common, "--fail-under", f"{served + 0.001:.6f}")
+        fails = [x for x in bad.output.splitlines() if x.startswith("fail:")]
+        assert bad.exit_code == 1 and len(fails) == 1, bad.output
+        assert f"sglang server accept length {served:.3f} < fail_under" in fails[0]
+        ok = _run(*common, "--fail-under", "1", "--fail-under-positions", "0,0,0")
+        assert ok.exit_code == 0, ok.output
+        pos = _run(*common, "--fail-under-positions", "1,1,1")
+        assert pos.exit_code == 1 and "sglang server accept length: position 1" in " ".join(pos.output.split())
+    finally:
+        fake.stop()
