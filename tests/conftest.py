@@ -148,6 +148,13 @@ def pytest_generate_tests(metafunc):
 
 
 @pytest.fixture(scope="session")
+def make_tokenizer() -> Callable[[], Any]:
+    """:func:`tiny_tokenizer` for test modules: ``from conftest import ...`` can pick another conftest
+    module (tests/trainers/conftest.py) in a full run."""
+    return tiny_tokenizer
+
+
+@pytest.fixture(scope="session")
 def tiny_targets(tmp_path_factory) -> dict[str, TinyTarget]:
     """Every tiny target, saved once per session."""
     import transformers as T

@@ -94,20 +94,18 @@ def test_the_registry_is_read_and_large():
     assert set(TYPES) <= set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) and len(TYPES) > 100
 
 
-def _tiny_dir(model_type: str, path) -> str:
-    from conftest import tiny_tokenizer
-
+def _tiny_dir(model_type: str, path, tokenizer) -> str:
     model = tiny_model(model_type, TYPES[model_type])
     model.save_pretrained(path)
-    tiny_tokenizer().save_pretrained(path)
+    tokenizer().save_pretrained(path)
     return str(path)
 
 
 @pytest.mark.skipif("gpt_neox" not in TYPES, reason="transformers without GPT-NeoX")
-def test_gpt_neox_dynamic_audit_gives_the_static_finding(cli, make_draft, tmp_path):
+def test_gpt_neox_dynamic_audit_gives_the_static_finding(cli, make_draft, make_tokenizer, tmp_path):
     """GPT-NeoX (Pythia: ``gpt_neox.layers``, ``final_layer_norm``) loads; SGLang has no EAGLE-3 capture for
     it, and `layers` says so with the same finding as `layers --static` (not exit 2)."""
-    target = _tiny_dir("gpt_neox", tmp_path / "neox")
+    target = _tiny_dir("gpt_neox", tmp_path / "neox", make_tokenizer)
     draft = make_draft(target_hidden=64, nested_ids=[0, 1, 2])
     codes = {}
     for mode in ("--static", "--scan"):
