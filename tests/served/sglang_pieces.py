@@ -36,7 +36,6 @@ import ast
 import contextlib
 import json
 import os
-import sys
 import types
 import typing
 from functools import lru_cache

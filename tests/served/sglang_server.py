@@ -19,17 +19,15 @@ Faults (:class:`Faults`) are injected into the captures before packing, or into 
 from __future__ import annotations
 
 import json
-import threading
 import types
-from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Iterator
+from http.server import BaseHTTPRequestHandler
 
 import torch
 
 from sglang_engine import EngineRun
 from sglang_pieces import SGLangPieces
+from http_serving import http_serving
 
 
 @dataclass(frozen=True)
@@ -233,14 +231,6 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, json.dumps(reply).encode(), fake.faults.cut_at)
 
 
-@contextmanager
-def serving(fake: FakeSGLang) -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.fake = fake
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
+def serving(fake: FakeSGLang):
+    """The fake on a loopback port (a context manager yielding its URL)."""
+    return http_serving(_Handler, fake)

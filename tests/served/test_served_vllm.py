@@ -28,7 +28,7 @@ from eagle_audit.served import BadStates, compare_slots, read_vllm_states, vllm_
 from eagle_audit.served.compare import local_boundaries
 from eagle_audit.served.launch import TargetShape
 from eagle_audit.served.vllm import locate
-from vllm_engine import ARCHS, EngineRun, spec_config
+from vllm_engine import ARCHS, EngineRun
 from vllm_server import FakeVLLM, VFaults, serving
 from wheels import WheelSource
 

@@ -30,15 +30,16 @@ import threading
 import time
 import types
 from concurrent.futures import Future
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
+
+from http_serving import http_serving
 
 from sglang_server import Target
 from wheels import WheelSource
@@ -150,16 +151,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
-@contextmanager
-def serving(fake: FakeVLLM) -> Iterator[str]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.fake = fake
-    t = threading.Thread(target=httpd.serve_forever, daemon=True)
-    t.start()
-    try:
-        yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
-        for w in fake.threads:
-            w.join()
+def serving(fake: FakeVLLM):
+    """The fake on a loopback port (a context manager yielding its URL); its writer threads joined on exit."""
+    return http_serving(_Handler, fake, on_close=lambda: [w.join() for w in fake.threads])
