@@ -111,7 +111,7 @@ def main() -> None:
         res["capture_up_to_b"][str(b)] = {"ms": round(t * 1e3, 2), "fraction_of_full": round(t / bare, 3),
                                           "b_over_N": round(b / n, 3)}
     # the audit's full scan: every boundary + post-norm, cosine of 3 slots against all
-    from eagle_audit.audit import measure
+    from eagle_audit.layers.run import measure
 
     ids_list = [ids[0].tolist()]
     t0 = time.perf_counter()

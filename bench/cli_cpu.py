@@ -46,7 +46,7 @@ def in_process(threads: int) -> dict:
     import torch
 
     torch.set_num_threads(threads)
-    from eagle_audit.audit import measure
+    from eagle_audit.layers.run import measure
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.states import State
     from eagle_audit.target import default_target, load_target

@@ -53,7 +53,7 @@ def cpu(args) -> dict:
     sys.path.insert(0, str(HERE.parent / "tests" / "fingerprint"))
     from fp_canaries import CANARIES, train_all
 
-    from eagle_audit.draft import read_draft
+    from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import fingerprint, infer_wiring, prepare_corpus
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.states import State
@@ -102,8 +102,8 @@ def gpu(args) -> dict:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from eagle_audit.draft import read_draft
-    from eagle_audit.draft_write import draft_config, random_weights, write_draft
+    from eagle_audit.draft.read import read_draft
+    from eagle_audit.draft.write import draft_config, random_weights, write_draft
     from eagle_audit.fingerprint.run import continuations, infer_wiring
     from eagle_audit.fingerprint.score import capture_corpus
     from eagle_audit.states import all_states

@@ -63,7 +63,7 @@ def make(work: Path, tokenizer: Path) -> dict:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from eagle_audit.draft_write import draft_config, random_weights, write_draft
+    from eagle_audit.draft.write import draft_config, random_weights, write_draft
 
     target, draft = work / "llama-8b-random", work / "eagle3-8b-random"
     H, I, N, V = (64, 128, 6, 49152) if TINY else (4096, 14336, 32, 128256)
@@ -99,7 +99,7 @@ def in_process_layers(target_dir: str) -> dict:
     """Load alone and the audit's forward alone (the same scan `layers` runs), in one process."""
     import torch
 
-    from eagle_audit.audit import measure
+    from eagle_audit.layers.run import measure
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.source import as_source
     from eagle_audit.states import State

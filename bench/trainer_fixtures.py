@@ -62,7 +62,7 @@ def sub_corpus(c, rows):
 def evaluate(target, ckpt: str, truth, corpus, group: int) -> dict:
     from eagle_audit.accept.runtime import load_draft_model
     from eagle_audit.conventions import get_convention
-    from eagle_audit.draft import read_draft
+    from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import compare, infer_wiring, starting_points
     from eagle_audit.fingerprint.score import Scorer
     from eagle_audit.fingerprint.search import paired_interval, units_of

@@ -12,7 +12,7 @@ Inputs are typed: paths as ``str`` or :class:`os.PathLike` (a hub id as ``str``)
 ints. Text forms such as ``"0,3,31"`` are the CLI's and are refused here. Errors are
 :class:`eagle_audit.errors.AuditError` (a problem with the inputs; ``str(e)`` names the parameter) or
 ``TypeError`` (a value of the wrong type). The results are the frozen objects the CLI renders and writes
-as JSON: :class:`eagle_audit.result.LayersResult` and :class:`eagle_audit.accept.run.AcceptResult`.
+as JSON: :class:`eagle_audit.layers.result.LayersResult` and :class:`eagle_audit.accept.run.AcceptResult`.
 ``target=None`` and ``draft=None`` mean the embedded demo (SmolLM2-135M-Instruct and the demo draft).
 """
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from .accept.run import AcceptResult
     from .check.result import CheckResult
-    from .result import LayersResult
+    from .layers.result import LayersResult
     from .served.source import StatesServer
     from .target import LoadedTarget
 
@@ -83,7 +83,7 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
     ``engine`` and ``trainer`` are built-in names (docs/conventions.md) or convention files;
     ``trained_boundaries`` names the trained states directly; ``trained_ids`` are ids passed to the trainer
     at run time, in its convention; ``static`` checks configs only (no weights loaded, no cosines)."""
-    from .audit import LayersOptions, run_layers
+    from .layers.run import LayersOptions, run_layers
 
     target, draft = _defaults(target, draft)
     opts = LayersOptions(target=target, draft=draft, engine=_path(engine, "engine"),

@@ -75,7 +75,7 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     loader (:mod:`eagle_audit.draft_classes`); a class overrides the convention's draft-side keys.
 ``draft_kinds``
     the drafts this convention describes: ``"eagle3"`` (default), ``"dflash"``, ``"dspark"``
-    (:mod:`eagle_audit.block_draft` picks the convention for a draft of another kind).
+    (:mod:`eagle_audit.draft.block` picks the convention for a draft of another kind).
 ``id_checks`` (per convention and per rule)
     ``[{"when": expr over ids and N, "error", "message" ({ids}), "at", "source", "places"}]``: the engine
     raises for these ids (the id reader's or the setter's own checks, such as SGLang's DFlash range check);

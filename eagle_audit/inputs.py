@@ -1,4 +1,4 @@
-"""What every audit of a (target, draft) pair starts from, shared by `layers` (:mod:`eagle_audit.audit`)
+"""What every audit of a (target, draft) pair starts from, shared by `layers` (:mod:`eagle_audit.layers.run`)
 and `accept-rate` (:mod:`eagle_audit.accept.run`), so that neither imports the other.
 
 :class:`AuditInputs` holds the inputs; :func:`prepare` reads the draft, picks the engine's rules
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from .conventions import Convention
-from .draft import DraftSpec, read_draft
+from .draft.read import DraftSpec, read_draft
 from .errors import AuditError
 from .fingerprint.suggest import MEASURED
 from .resolution import Resolution
@@ -65,7 +65,7 @@ class Prepared:
 def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convention]:
     """The draft (headers only) and the engine's rules: probed from an installed engine unless
     ``opts.use_installed_engine`` is off, else the built-in convention (``notes`` says which)."""
-    from .block_draft import convention_for
+    from .draft.block import convention_for
     from .provenance import engine_convention
 
     draft = read_draft(os.fspath(opts.draft), config_only=bool(getattr(opts, "static", False)))
@@ -97,7 +97,7 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
     (or only its config without ``load_weights``), check that the draft fits it, and resolve the trained and
     the served wiring. ``source``: a state source already open (``check`` hands each stage the one it opened:
     one load, the memo shared); else one is opened here."""
-    from .diagnose import check_target_fit
+    from .layers.diagnose import check_target_fit
     from .resolution import resolve_audit
     from .source import open_source
     from .target import target_info

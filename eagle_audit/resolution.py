@@ -5,9 +5,9 @@ conventions exactly once.
 :class:`SideWiring` for the trained and for the served side: the states in concatenation order, the
 order rule, the capture rule and its reach, how many aux states the side sizes ``fc`` for, which id
 places it reads and which it ignores, and the draft semantics it runs (:class:`DraftFlags`).
-``layers``, ``accept-rate``, :mod:`eagle_audit.diagnose`, :mod:`eagle_audit.fix` and the draft runtime
+``layers``, ``accept-rate``, :mod:`eagle_audit.layers.diagnose`, :mod:`eagle_audit.layers.fix` and the draft runtime
 read this object; nothing else asks a :class:`~eagle_audit.conventions.Convention` again (the one
-exception is :meth:`SideWiring.reresolve`, with which :mod:`eagle_audit.fix` checks a patched config
+exception is :meth:`SideWiring.reresolve`, with which :mod:`eagle_audit.layers.fix` checks a patched config
 against the same rules).
 """
 
@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from . import expr
 from .conventions import DRAFT_FLAGS, CaptureRule, Convention, EngineFailure, Wiring, get_convention, read_ids, uses_aux
-from .draft import DraftSpec
+from .draft.read import DraftSpec
 from .errors import param
 from .states import TRAINED_BOUNDARIES, State, as_states, parse_states
 from .target import TargetInfo
@@ -255,14 +255,14 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
     assumed = trainer is None
     if assumed:
         if draft.kind != "eagle3":
-            from .block_draft import TRAINER_BY_KIND
+            from .draft.block import TRAINER_BY_KIND
 
             trainer = TRAINER_BY_KIND.get((draft.layout, draft.kind)) or TRAINER_BY_LAYOUT[draft.layout]
             notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout ({draft.kind} draft)")
         else:
             trainer = assumed_trainer(draft, info, trained_ids, notes)
     if draft.kind != "eagle3":
-        from .block_draft import convention_for
+        from .draft.block import convention_for
 
         conv = convention_for(trainer_convention(trainer, notes), draft.kind, notes)
     else:

@@ -231,7 +231,7 @@ def make_draft(tmp_path) -> Callable[..., Path]:
     ``make_draft(nested_ids=[1, 3, 4])``; ``n_aux`` sets fc's input width (n_aux x target hidden);
     ``hidden`` the draft width; ``drop`` removes config keys after the weights are made;
     ``edit`` changes the state dict before writing; ``speculators=True`` writes that layout."""
-    from eagle_audit.draft_write import draft_config, random_weights, write_draft
+    from eagle_audit.draft.write import draft_config, random_weights, write_draft
 
     counter = iter(range(10_000))
 
@@ -259,7 +259,7 @@ def make_draft(tmp_path) -> Callable[..., Path]:
 @pytest.fixture(scope="session")
 def audit() -> Callable[..., Any]:
     """``audit(target, draft, **LayersOptions)`` -> LayersResult, built-in engine rules, small capture."""
-    from eagle_audit.audit import LayersOptions, run_layers
+    from eagle_audit.layers.run import LayersOptions, run_layers
 
     def run(target, draft, **kw):
         kw.setdefault("use_installed_engine", False)

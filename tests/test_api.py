@@ -16,7 +16,7 @@ import torch
 import eagle_audit
 from eagle_audit import State, audit_layers, capture, load_target
 from eagle_audit.errors import AuditError
-from eagle_audit.result import LayersResult
+from eagle_audit.layers.result import LayersResult
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST = dict(max_prompts=2, max_tokens=32, use_installed_engine=False)
@@ -101,13 +101,13 @@ def test_capture_text_or_ids_with_states_or_ints(tiny_targets):
 
 def test_accept_does_not_import_the_layers_orchestrator():
     """accept/ and layers share eagle_audit.inputs; the dependency runs one way (nothing under accept/ imports
-    eagle_audit.audit)."""
+    eagle_audit.layers.run)."""
     offenders = []
     for path in sorted((ROOT / "eagle_audit" / "accept").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[-1] == "audit" and node.level:
                 offenders.append(path.name)
-            if isinstance(node, ast.Import) and any(a.name == "eagle_audit.audit" for a in node.names):
+            if isinstance(node, ast.Import) and any(a.name == "eagle_audit.layers.run" for a in node.names):
                 offenders.append(path.name)
     assert offenders == []
 
@@ -145,7 +145,7 @@ def test_readme_python_example_runs(audit_cache, capsys):
 
 
 def test_api_names_survive_importing_submodules_of_the_same_name():
-    code = ("import eagle_audit.capture, eagle_audit.audit\n"
+    code = ("import eagle_audit.capture, eagle_audit.layers.run\n"
             "from eagle_audit import capture\n"
             "from eagle_audit.capture import capture_states\n"
             "import eagle_audit\n"

@@ -74,7 +74,7 @@ def _env(cache: Path) -> dict:
 
 def _check_entry(cache: Path) -> Path:
     """The one complete entry, no temporary or half-written data anywhere in the cache."""
-    from eagle_audit.draft import read_safetensors_header
+    from eagle_audit.draft.read import read_safetensors_header
 
     entries = [p for p in (cache / "gguf").iterdir() if p.is_dir() and not p.name.startswith(".")]
     assert len(entries) == 1, entries

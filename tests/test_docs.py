@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from eagle_audit import __version__
 from eagle_audit.cli import docgen
 from eagle_audit.cli.main import app
-from eagle_audit.result import CODES
+from eagle_audit.layers.result import CODES
 
 from docs_keys import assert_documented
 

@@ -108,7 +108,7 @@ def test_a_draft_with_weights_and_no_fc(tmp_path, make_draft, tiny_targets, audi
     r = audit(tiny_targets["llama"], draft, static=True)
     assert r.verdict == "match" and labels(r.served.states) == [f"B{tiny_targets['llama'].num_layers}+norm"]
     bad = make_draft(nested_ids=[1, 2, 3], edit=drop_fc)
-    from eagle_audit.draft import read_draft
+    from eagle_audit.draft.read import read_draft
     from eagle_audit.errors import BadCheckpoint
 
     with pytest.raises(BadCheckpoint, match="no fc.weight: not an EAGLE-3 draft"):

@@ -32,7 +32,7 @@ def test_schema_ids_are_stable():
     from eagle_audit.check.result import CHECK_SCHEMA
     from eagle_audit.fingerprint.result import FINGERPRINT_SCHEMA
     from eagle_audit.report import inputs
-    from eagle_audit.result import LAYERS_SCHEMA
+    from eagle_audit.layers.result import LAYERS_SCHEMA
 
     assert {"layers": LAYERS_SCHEMA, "accept-rate": ACCEPT_SCHEMA, "fingerprint": FINGERPRINT_SCHEMA,
             "check": CHECK_SCHEMA, "report": inputs.REPORT_SCHEMA} == SCHEMAS
@@ -44,7 +44,7 @@ def test_schema_ids_are_stable():
 
 
 def test_layers_and_check_documents_keep_their_keys(tiny_targets, make_draft, config_only_target):
-    from eagle_audit.audit import LayersOptions, run_layers
+    from eagle_audit.layers.run import LayersOptions, run_layers
     from eagle_audit.check.run import CheckOptions, run_check
 
     draft = make_draft(nested_ids=[1, 3, 5])

@@ -16,7 +16,7 @@
    budget after the first epoch, gradient clipping, optional early stopping on held-out sequences.
    Seeded; ``device`` / ``dtype`` run generation and training on a GPU (bf16 autocast, float32 master
    weights).
-4. Written in the SGLang layout (``draft_write``): the trained boundaries as nested
+4. Written in the SGLang layout (``draft.write``): the trained boundaries as nested
    ``eagle_config.eagle_aux_hidden_state_layer_ids`` under SGLang's +1 rule (boundary b -> id b-1, so
    boundary 0 -> id -1, which SGLang 0.5.23 serves as the embedding), and the true training wiring
    under ``"eagle_audit_canary"``.
@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from ..resolution import CANARY_KEY
-from ..draft_write import draft_config, random_weights, vocab_map, write_canary
+from ..draft.write import draft_config, random_weights, vocab_map, write_canary
 from ..states import State
 from .rollout import rollout
 from .runtime import DraftArch, DraftFlags, Eagle3Draft, build_draft

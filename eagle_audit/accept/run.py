@@ -182,7 +182,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                         "is simulated without it")
     notes: list[str] = []
     spec, engine = read_inputs(opts, notes)
-    from ..block_draft import require_eagle3
+    from ..draft.block import require_eagle3
 
     require_eagle3(spec, "accept-rate")
     settings = with_tree_attention(settings, engine)

@@ -36,7 +36,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..draft import DraftSpec, _canonical, _weight_files
+from ..draft.read import DraftSpec, _canonical, _weight_files
 from ..errors import BadCheckpoint
 from ..resolution import DraftFlags  # noqa: F401 (the flags a side runs the draft with; re-exported)
 

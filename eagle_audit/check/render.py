@@ -15,7 +15,7 @@ TITLES = {"static": "static audit (configs)", "captured": "captured comparison (
 
 def _renderer(name: str):
     if name in ("static", "captured"):
-        from ..render import render_layers
+        from ..layers.render import render_layers
 
         return render_layers
     if name == "served":
@@ -32,7 +32,7 @@ def _renderer(name: str):
 def render_served(result, console: Console) -> None:
     from rich.table import Table
 
-    from ..render import render_findings_and_fix
+    from ..layers.render import render_findings_and_fix
 
     console.print(f"[bold]server[/] {result.kind} {result.url}: {result.requests} requests, {result.tokens} tokens",
                   highlight=False)

@@ -25,7 +25,7 @@ from typing import Callable
 
 from ..errors import AuditError, param
 from ..fingerprint.suggest import MEASURED
-from ..gate import Gate, failures
+from ..accept.gate import Gate, failures
 from ..inputs import AuditInputs
 from .result import STAGES, CheckResult, Problem, Stage, Verdict
 
@@ -86,7 +86,7 @@ def _skip(name: str, why: str) -> Stage:
 
 def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
               progress: Callable[[int, int], None] | None = None) -> CheckResult:
-    from ..audit import LayersOptions, run_layers  # torch-free: a static check never imports torch
+    from ..layers.run import LayersOptions, run_layers  # torch-free: a static check never imports torch
 
     say = status or (lambda m: None)
     gate = Gate(opts.fail_under, tuple(opts.fail_under_positions))

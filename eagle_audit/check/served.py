@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..result import Finding
+from ..layers.result import Finding
 
 
 @dataclass(frozen=True)

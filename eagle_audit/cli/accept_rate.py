@@ -77,7 +77,7 @@ def accept_rate(
         from ..accept.render import render_accept
         from ..accept.run import AcceptOptions, run_accept
 
-        from ..gate import Gate, failures, parse_positions, reason
+        from ..accept.gate import Gate, failures, parse_positions, reason
 
         gate = Gate(fail_under, parse_positions(fail_under_positions))
         gate.fits(num_steps)

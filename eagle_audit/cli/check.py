@@ -58,7 +58,7 @@ def check(
         use_threads(args.threads)
         from ..check.render import render_check
         from ..check.run import CheckOptions, run_check
-        from ..gate import parse_positions, reason
+        from ..accept.gate import parse_positions, reason
 
         args = args.with_defaults()
         args.check_outputs()

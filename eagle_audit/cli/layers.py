@@ -9,11 +9,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
-from ..audit import LayersOptions, run_layers
+from ..layers.run import LayersOptions, run_layers
 from .. import outputs
 from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
-from ..fix import merge_patch
-from ..render import render_layers
+from ..layers.fix import merge_patch
+from ..layers.render import render_layers
 from .accept_rate import server_hints
 from .common import (ApiKey, AuditArgs, ServerDeadline, ServerKind, ServerTimeout, audit_command, err, error_edge,
                      reporter, use_threads)

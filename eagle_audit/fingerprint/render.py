@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..render import render_findings_and_fix
+from ..layers.render import render_findings_and_fix
 from .result import FingerprintResult
 
 

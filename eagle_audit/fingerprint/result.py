@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from ..conventions import Wiring
-from ..result import Finding, Fix
+from ..layers.result import Finding, Fix
 from ..states import State
 from .search import Interval
 

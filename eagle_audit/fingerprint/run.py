@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from ..conventions import Convention, Wiring, builtin_conventions
-from ..diagnose import (Context, Measured, check_target_fit, diagnose, representation_mismatch,
+from ..layers.diagnose import (Context, Measured, check_target_fit, diagnose, representation_mismatch,
                         trained_wiring_differs)
-from ..draft import DraftSpec, read_draft
+from ..draft.read import DraftSpec, read_draft
 from ..errors import AuditError, param
-from ..fix import plan_fix
+from ..layers.fix import plan_fix
 from ..provenance import engine_convention, provenance
 from ..resolution import Resolution, SideWiring, given_side, resolve_trained, side_of
-from ..result import Finding, Fix
+from ..layers.result import Finding, Fix
 from ..states import State, all_states
 from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
 from .score import Corpus, Scorer, capture_corpus
@@ -248,7 +248,7 @@ def _labels(states) -> str:
 def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer: Convention | None,
             served: SideWiring | None) -> tuple[tuple[Claim, ...], tuple[Finding, ...], Fix | None]:
     """Claims of the config / conventions / engine against the weights; the findings (the usual checks of
-    :func:`eagle_audit.diagnose.diagnose` with the measured wiring as the trained side, plus
+    :func:`eagle_audit.layers.diagnose.diagnose` with the measured wiring as the trained side, plus
     ``TRAINED_WIRING_DIFFERS`` / ``REPRESENTATION_MISMATCH``) and the fix against the engine."""
     n = info.num_layers
     def claim(source: str, states, note: str) -> Claim:
@@ -326,7 +326,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
                          "measurement itself (leave the trainer out to use the one the layout implies)")
     notes: list[str] = []
     spec = read_draft(opts.draft)
-    from ..block_draft import require_eagle3
+    from ..draft.block import require_eagle3
 
     require_eagle3(spec, "fingerprint")
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)

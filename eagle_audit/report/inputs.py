@@ -3,7 +3,7 @@
 A report renders one of three documents, all plain JSON dicts:
 
 ``eagle-audit/layers/1``
-    a ``layers`` result (:meth:`eagle_audit.result.LayersResult.to_json`).
+    a ``layers`` result (:meth:`eagle_audit.layers.result.LayersResult.to_json`).
 ``eagle-audit/accept-rate/1``
     an ``accept-rate`` result. Every key is optional; the report uses ``accept_length``
     (wiring -> mean accept length), ``per_position`` (wiring -> acceptance rate at each draft
@@ -30,7 +30,7 @@ from typing import Any, Mapping
 
 from ..errors import AuditError, InputNotFound
 from ..jsonfile import read_json_object
-from ..result import LAYERS_SCHEMA
+from ..layers.result import LAYERS_SCHEMA
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 REPORT_SCHEMA = "eagle-audit/report/1"

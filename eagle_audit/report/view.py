@@ -12,7 +12,7 @@ from pathlib import PurePath
 from typing import Any, Mapping
 
 from .. import __version__
-from ..result import CODES
+from ..layers.result import CODES
 from . import figures
 from .acceptance import AcceptView, accept_view, as_dict, as_list, label, number
 from .check import CheckView, check_view

@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..result import Finding
+from ..layers.result import Finding
 from ..states import State
 from .compare import ASSUMED_SERVED_DTYPE, SlotMatch, compare_slots, served_findings, thresholds_for
 from .launch import Capture, TargetShape

@@ -23,7 +23,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from ..result import Finding
+from ..layers.result import Finding
 from ..states import State
 
 #: (smallest per-token cosine, largest token-mean relative error) for "equals", by the precision of the states

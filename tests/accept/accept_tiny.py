@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from eagle_audit.draft_write import draft_config, random_weights, write_draft
+from eagle_audit.draft.write import draft_config, random_weights, write_draft
 
 TINY_BOUNDARIES = (1, 3, 5)
 SMOL_BOUNDARIES = (2, 15, 27)  # SGLang's default for N = 30

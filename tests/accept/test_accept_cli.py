@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from eagle_audit.accept.runtime import read_weights
 from eagle_audit.cli.accept_rate import accept_rate
 from eagle_audit.cli.train_canary import train_canary
-from eagle_audit.draft_write import draft_config, random_weights, write_draft
+from eagle_audit.draft.write import draft_config, random_weights, write_draft
 
 from accept_tiny import VOCAB, write_tiny_draft
 

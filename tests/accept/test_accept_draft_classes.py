@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from eagle_audit import accept_rate
-from eagle_audit.draft_write import write_draft
+from eagle_audit.draft.write import write_draft
 from eagle_audit.errors import AuditError
 
 pytestmark = pytest.mark.usefixtures("one_thread")

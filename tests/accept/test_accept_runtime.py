@@ -10,8 +10,8 @@ import torch
 from eagle_audit.accept.rollout import rollout
 from eagle_audit.accept.runtime import (DraftFlags, build_draft, flags_from_config, load_draft_model, read_weights,
                                         arch_from_spec)
-from eagle_audit.draft import read_draft
-from eagle_audit.draft_write import write_draft
+from eagle_audit.draft.read import read_draft
+from eagle_audit.draft.write import write_draft
 from eagle_audit.errors import BadCheckpoint
 
 from accept_tiny import HIDDEN, VOCAB, write_tiny_draft

@@ -13,7 +13,7 @@ from eagle_audit.accept.live import run_live
 from eagle_audit.accept.runtime import flags_from_config, load_draft_model
 from eagle_audit.accept.simulate import capture_cases, make_cases, simulate
 from eagle_audit.cli.accept_rate import accept_rate
-from eagle_audit.draft import read_draft
+from eagle_audit.draft.read import read_draft
 from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.states import State
 from eagle_audit.target import default_target

@@ -12,8 +12,8 @@ import torch
 from draft_forward_engine import sglang_kimi, sglang_llama, vllm_draft
 from eagle_audit.accept.runtime import arch_from_spec, build_draft, read_weights
 from eagle_audit.conventions import builtin_conventions
-from eagle_audit.draft import read_draft
-from eagle_audit.draft_write import write_draft
+from eagle_audit.draft.read import read_draft
+from eagle_audit.draft.write import write_draft
 from eagle_audit.resolution import flags_of
 from wheels import WheelSource
 

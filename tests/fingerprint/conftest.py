@@ -61,7 +61,7 @@ def other_target(smollm2, fp_threads):
 def fingerprint_of(smollm2, fp_corpus, fp_threads):
     """``fingerprint_of(draft_dir, target=None, corpus=None)`` -> (Inference, declared Wiring), memoised."""
     from eagle_audit.conventions import get_convention
-    from eagle_audit.draft import read_draft
+    from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import infer_wiring, starting_points
     from eagle_audit.resolution import resolve_trained
 

@@ -68,7 +68,7 @@ def test_compare_finds_the_declared_wiring_wrong_and_fixes_the_engine(fp_canarie
     from dataclasses import replace
 
     from eagle_audit.conventions import get_convention
-    from eagle_audit.draft import read_draft
+    from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import compare
     from eagle_audit.resolution import given_side, side_of
 
@@ -95,7 +95,7 @@ def random_draft(fp_corpus, tmp_path_factory):
     next tokens: every position is scored, so only the weights can fail."""
     import torch
 
-    from eagle_audit.draft_write import draft_config, random_weights, write_draft
+    from eagle_audit.draft.write import draft_config, random_weights, write_draft
 
     labels = fp_corpus.labels[fp_corpus.valid]
     ids, counts = labels.unique(return_counts=True)

@@ -49,9 +49,9 @@ def deep_results(tmp_path_factory) -> dict:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-    from eagle_audit.audit import LayersOptions, run_layers
-    from eagle_audit.draft_write import draft_config, random_weights, write_draft
-    from eagle_audit.fix import merge_patch
+    from eagle_audit.layers.run import LayersOptions, run_layers
+    from eagle_audit.draft.write import draft_config, random_weights, write_draft
+    from eagle_audit.layers.fix import merge_patch
 
     root = tmp_path_factory.mktemp("deep")
     target, draft = root / "llama-60L", root / "eagle3-5slot"

@@ -86,7 +86,7 @@ def test_continuations_equal_generation_and_run_once(source):
 
 
 def test_a_loaded_target_gets_one_source_and_layers_measure_runs_once(tiny_targets):
-    from eagle_audit.audit import measure
+    from eagle_audit.layers.run import measure
     from eagle_audit.target import load_target
 
     loaded = load_target(str(tiny_targets["llama"]))

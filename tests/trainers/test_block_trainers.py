@@ -23,7 +23,7 @@ import torch
 import wheels
 from eagle_audit import expr
 from eagle_audit.conventions import get_convention
-from eagle_audit.draft import read_draft
+from eagle_audit.draft.read import read_draft
 
 pytestmark = pytest.mark.full
 

@@ -12,7 +12,7 @@ import pytest
 from transformers import AutoConfig
 
 from eagle_audit.conventions import get_convention
-from eagle_audit.draft import read_draft
+from eagle_audit.draft.read import read_draft
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

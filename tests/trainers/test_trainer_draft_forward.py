@@ -22,7 +22,7 @@ from safetensors.torch import save_file
 from eagle_audit.accept.rollout import rollout
 from eagle_audit.accept.runtime import arch_from_spec, build_draft, read_weights
 from eagle_audit.conventions import get_convention
-from eagle_audit.draft import read_draft
+from eagle_audit.draft.read import read_draft
 from eagle_audit.resolution import flags_of
 
 pytestmark = pytest.mark.usefixtures("one_thread")

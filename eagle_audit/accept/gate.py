@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from .errors import BadOption, param, shown
+from ..errors import BadOption, param, shown
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ and optional cosine statistics; it never touches tensors or models, and never as
 
 Each finding code is produced by one small check: a function ``(ctx: Context) -> Iterable[Finding]``
 registered with :func:`check`. :func:`diagnose` runs them in registration order. To add a finding,
-add a code to :data:`eagle_audit.result.CODES` and a registered check; nothing else changes.
+add a code to :data:`eagle_audit.layers.result.CODES` and a registered check; nothing else changes.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from .conventions import DRAFT_FLAGS, Wiring, place_key
-from .draft import DraftSpec
-from .errors import BadCheckpoint, param
-from .resolution import BLOCKS, Resolution, SideWiring
+from ..conventions import DRAFT_FLAGS, Wiring, place_key
+from ..draft.read import DraftSpec
+from ..errors import BadCheckpoint, param
+from ..resolution import BLOCKS, Resolution, SideWiring
 from .result import Finding, Slot
-from .states import State
-from .target import TargetInfo
+from ..states import State
+from ..target import TargetInfo
 
 FIX_REF = "see the fix below"
 

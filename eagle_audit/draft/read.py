@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .errors import BadCheckpoint, InputNotFound, param, shown
-from .jsonfile import loads_bounded, read_json_object
+from ..errors import BadCheckpoint, InputNotFound, param, shown
+from ..jsonfile import loads_bounded, read_json_object
 
 _ST_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
                    "F8_E4M3": 1, "F8_E5M2": 1}
@@ -73,7 +73,7 @@ class DraftSpec:
     def uses_aux(self) -> bool:
         """Whether the draft takes aux states through fc (``eagle_config.use_aux_hidden_state`` not false)."""
         return self.fc_source != "none"
-    kind: str = "eagle3"  # "eagle3", "dflash" or "dspark" (eagle_audit.block_draft)
+    kind: str = "eagle3"  # "eagle3", "dflash" or "dspark" (eagle_audit.draft.block)
     block: Any = field(default=None, compare=False)  # block_draft.BlockSpec of a DFlash / DSpark draft
 
     def aux_count(self, target_hidden: int) -> int | None:
@@ -371,7 +371,7 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
                                 f"{param('static', True)}") from None
         files, has_weights = [], False
     shapes = _shapes(files)
-    from .block_draft import block_layout, read_block
+    from .block import block_layout, read_block
 
     block = read_block(config, str(cfg_path))
     layout = block_layout(config) if block is not None else _layout(config, shapes)

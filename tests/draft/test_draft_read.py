@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle_audit.draft import load_tensor, read_draft, read_safetensors_header
-from eagle_audit.draft_write import draft_config, random_weights, vocab_map, write_draft
+from eagle_audit.draft.read import load_tensor, read_draft, read_safetensors_header
+from eagle_audit.draft.write import draft_config, random_weights, vocab_map, write_draft
 from eagle_audit.errors import BadCheckpoint, InputNotFound
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .conventions import Wiring
-from .states import State
+from ..conventions import Wiring
+from ..states import State
 
 LAYERS_SCHEMA = "eagle-audit/layers/1"
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from eagle_audit.conventions import Wiring, get_convention
-from eagle_audit.diagnose import CHECKS, SlotStats, check_target_fit, diagnose, slot_verdict
-from eagle_audit.draft import read_draft
+from eagle_audit.layers.diagnose import CHECKS, SlotStats, check_target_fit, diagnose, slot_verdict
+from eagle_audit.draft.read import read_draft
 from eagle_audit.errors import BadCheckpoint
 from eagle_audit.resolution import Resolution, given_side, side_of
-from eagle_audit.result import CODES, Finding
+from eagle_audit.layers.result import CODES, Finding
 from eagle_audit.states import State
 from eagle_audit.target import TargetInfo
 

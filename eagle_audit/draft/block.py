@@ -27,8 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from .conventions import Convention, get_convention, place_key, read_ids
-from .errors import AuditError, BadCheckpoint, UnknownConvention
+from ..conventions import Convention, get_convention, place_key, read_ids
+from ..errors import AuditError, BadCheckpoint, UnknownConvention
 
 KINDS = ("eagle3", "dflash", "dspark")
 DFLASH_ARCHS = ("DFlash", "MuseGlimmerAssistantModel")

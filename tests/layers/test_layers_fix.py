@@ -5,10 +5,10 @@ import itertools
 import pytest
 
 from eagle_audit.conventions import SCHEMA, get_convention, parse_convention
-from eagle_audit.draft import read_draft
+from eagle_audit.draft.read import read_draft
 from eagle_audit.conventions import Wiring
-from eagle_audit.fix import merge_patch
-from eagle_audit.fix import plan_fix as _plan_fix
+from eagle_audit.layers.fix import merge_patch
+from eagle_audit.layers.fix import plan_fix as _plan_fix
 from eagle_audit.resolution import Resolution, given_side, side_of
 from eagle_audit.states import State
 

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .diagnose import SlotStats, diagnose
-from .fingerprint.suggest import suggestion
+from ..fingerprint.suggest import suggestion
 from .fix import plan_fix
-from .inputs import AuditInputs, prepare
-from .provenance import provenance
-from .draft import DraftSpec
-from .errors import AuditError
-from .resolution import BLOCKS, Resolution
-from .resolution import CANARY_KEY, TRAINER_BY_LAYOUT, resolve_audit, resolve_trained  # noqa: F401 (re-exported)
+from ..inputs import AuditInputs, prepare
+from ..provenance import provenance
+from ..draft.read import DraftSpec
+from ..errors import AuditError
+from ..resolution import BLOCKS, Resolution
+from ..resolution import CANARY_KEY, TRAINER_BY_LAYOUT, resolve_audit, resolve_trained  # noqa: F401 (re-exported)
 from .result import Heatmap, LayersResult
-from .states import State, all_states
+from ..states import State, all_states
 
 
 @dataclass(frozen=True)
@@ -36,7 +36,7 @@ def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], se
     """Token-mean cosine of each trained state against its served state (and, with ``scan``, every state)."""
     import torch
 
-    from .source import as_source
+    from ..source import as_source
 
     source = as_source(target)
     n = target.info.num_layers
@@ -96,9 +96,9 @@ def measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: li
 def _measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: list[list[int]]) -> tuple[float, ...]:
     import torch
 
-    from .accept.rollout import rollout
-    from .accept.runtime import load_draft_model
-    from .source import as_source
+    from ..accept.rollout import rollout
+    from ..accept.runtime import load_draft_model
+    from ..source import as_source
 
     source = as_source(target)
     models = [load_draft_model(draft, target, side.flags) for side in (res.trained, res.served)]
@@ -123,14 +123,14 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
     """``source``: an open state source to take the target's states from (else one is opened)."""
     prompts = None
     if not opts.static:  # a bad prompts file fails before the target is loaded
-        from .prompts import load_prompts
+        from ..prompts import load_prompts
 
         prompts = load_prompts(opts.prompts, opts.max_prompts)
     p = prepare(opts, load_weights=not opts.static, device_map=opts.device_map, status=status, source=source)
     draft, engine, target, info, res, trainer, notes = p.draft, p.engine, p.target, p.info, p.resolution, p.trainer, p.notes
     stats, heat, tokens, n_prompts, agreement = None, None, 0, 0, None
     if target is not None:
-        from .prompts import encode
+        from ..prompts import encode
 
         ids = encode(prompts, target.tokenizer, opts.max_tokens)
         n_prompts = len(ids)
@@ -152,7 +152,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
             notes.append(f"every state came from the server: {target.spec.origin}; the draft ran here")
             served_json = {"mode": "states from the server", "source": target.spec.to_json()}
         else:
-            from .served.check import served_check
+            from ..served.check import served_check
 
             check = served_check(opts.states_server, target, ids, res.served.states, res.served.title, status,
                                  progress)

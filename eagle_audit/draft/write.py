@@ -94,7 +94,7 @@ def write_draft(out_dir: str | Path, config: Mapping[str, Any], state_dict: Mapp
 
     from safetensors.torch import save_file
 
-    from .outputs import write_text
+    from ..outputs import write_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -115,8 +115,8 @@ def write_canary(out_dir: str | Path, config: Mapping[str, Any], state_dict: Map
     """A draft written by ``train-canary``: :func:`write_draft` plus the marker file that lets a later
     run replace it (:func:`eagle_audit.outputs.check_canary_out`). A new or empty directory is built
     under a temporary name and renamed into place, so a killed run leaves no half canary."""
-    from . import __version__
-    from .outputs import mark_canary, new_directory
+    from .. import __version__
+    from ..outputs import mark_canary, new_directory
 
     out = Path(out_dir)
     marker = {"written_by": "eagle-audit train-canary", "eagle_audit": __version__}

@@ -1,10 +1,10 @@
-"""The CI gates (eagle_audit/gate.py): thresholds on the served accept length and per position, on the
+"""The CI gates (eagle_audit/accept/gate.py): thresholds on the served accept length and per position, on the
 simulated figures and on a server's, both ways; `accept-rate --fail-under` exits 1 with one line."""
 
 import pytest
 
 from eagle_audit.errors import BadOption
-from eagle_audit.gate import Gate, failures, parse_positions, reason
+from eagle_audit.accept.gate import Gate, failures, parse_positions, reason
 
 ACCEPT = {"settings": {"num_steps": 3}, "accept_length": {"trained": 2.4, "served": 1.9},
           "per_position": {"trained": [0.6, 0.4, 0.2], "served": [0.5, 0.25, 0.08]}, "server": None}

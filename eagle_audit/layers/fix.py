@@ -6,12 +6,12 @@ from __future__ import annotations
 import copy
 from typing import Any, Mapping
 
-from .conventions import ID_PLACES, place_key
-from .draft import DraftSpec
-from .resolution import BLOCKS, Resolution
+from ..conventions import ID_PLACES, place_key
+from ..draft.read import DraftSpec
+from ..resolution import BLOCKS, Resolution
 from .result import Fix
-from .errors import param
-from .states import State
+from ..errors import param
+from ..states import State
 
 
 def merge_patch(config: Mapping[str, Any], patch: Mapping[str, Any]) -> dict:

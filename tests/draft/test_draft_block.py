@@ -18,9 +18,9 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle_audit.block_draft import convention_for, draft_kind, read_block
+from eagle_audit.draft.block import convention_for, draft_kind, read_block
 from eagle_audit.conventions import get_convention
-from eagle_audit.draft import read_draft
+from eagle_audit.draft.read import read_draft
 from eagle_audit.errors import AuditError
 from eagle_audit.states import State
 
