@@ -1,4 +1,4 @@
-"""A probe result as a convention file (``eagle-audit/convention/1``), the format conventions.py loads.
+"""A probe result as a convention file (``eagle-audit/convention/1``), the format eagle_audit.conventions loads.
 
 Architectures whose rules mean the same (:meth:`ProbedRule.key`) share one rule, named after the
 model file whose setter most of them run (``llama``, ``deepseek_v2``, ``gpt_oss``...). The probe reads
@@ -13,7 +13,7 @@ from collections import Counter
 
 from .. import __version__
 from ..conventions import SCHEMA, Convention, parse_convention
-from ..draft_classes import loader_json
+from ..conventions.draft_classes import loader_json
 
 ROPE_DEFAULT = ("linear", "llama3", "yarn")  # Convention.rope_scaling's default
 from .results import DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbeResult
@@ -201,7 +201,7 @@ def to_convention_data(result: ProbeResult, base: Convention | None = None) -> d
         if base.empty_capture is not None:
             data["empty_capture"] = base.empty_capture.to_json()
         root = base.base or base
-        if root.draft_classes:  # the draft classes are not probed either (eagle_audit.draft_classes)
+        if root.draft_classes:  # the draft classes are not probed either (eagle_audit.conventions.draft_classes)
             data["draft_classes"] = [c.to_json() for c in root.draft_classes]
             data["draft_class_fallback"] = root.draft_class_fallback
         if root.speculators_loader is not None:

@@ -1,4 +1,4 @@
-"""The draft classes of probes/sglang.json and probes/vllm.json (eagle_audit/draft_classes.py) against the engines'
+"""The draft classes of probes/sglang.json and probes/vllm.json (eagle_audit/conventions/draft_classes.py) against the engines'
 own draft constructors, config loader and registries, executed from the wheels (draft_classes_engine.py): for
 every config, eagle-audit's class, fc size and draft flags are what the engine's class sets."""
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .errors import BadConvention
+from ..errors import BadConvention
 
 ATTENTION = ("llama", "qwen3", "mla")
 USE_AUX = ("flag", "width", "ignored")

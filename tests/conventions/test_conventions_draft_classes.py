@@ -1,4 +1,4 @@
-"""Drafts as the engines really serve them (eagle_audit/draft_classes.py), static audits: the draft class an
+"""Drafts as the engines really serve them (eagle_audit/conventions/draft_classes.py), static audits: the draft class an
 engine picks changes its fc sizing and flags; P-EAGLE's defaults; drafts without aux states; config-only drafts;
 modelopt's offline pipeline (the NVIDIA gpt-oss-120b case); ids a trainer refuses; converted layouts."""
 

@@ -307,4 +307,4 @@ def test_probes_dir_honours_the_environment(tmp_path, monkeypatch):
     assert list(builtin_conventions("engine")) == ["only"]
     assert builtin_conventions("trainer") == {}
     monkeypatch.setenv("EAGLE_AUDIT_PROBES", str(tmp_path / "empty"))
-    assert probes_dir() == Path(__file__).resolve().parent.parent / "probes"
+    assert probes_dir() == Path(__file__).resolve().parents[2] / "probes"

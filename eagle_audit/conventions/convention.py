@@ -1,0 +1,262 @@
+"""The :class:`Convention`: one trainer or engine, and :meth:`Convention.resolve`, the only place where a
+pipeline's bare layer ids become canonical :class:`~eagle_audit.states.State` boundaries (each pipeline's
+ids and rules are declared once, in its file under ``probes/``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .. import expr
+from ..errors import UnknownArchitecture
+from ..states import State
+from .draft_classes import DraftClass, SpeculatorsLoader
+from .places import EAGLE_PLACES, ID_PLACES, draft_layer_count, place_key, read_ids, uses_aux
+from .rules import CaptureRule, EngineFailure, FlagRule, IdCheck, IdRead, TreeDrafts, Wiring
+
+@dataclass(frozen=True)
+class Convention:
+    name: str
+    kind: str
+    title: str
+    version: str
+    source: str
+    ids_from: tuple[str, ...]  # place names, in reading order (``id_reads`` says how each is read)
+    order: str
+    rules: Mapping[str, CaptureRule]
+    architectures: Mapping[str, str]
+    fallback_rule: str | None
+    unsupported: Mapping[str, str] = field(default_factory=dict)
+    aux_count_from: tuple[Any, ...] = ("num_aux_hidden_states", "nested", "top_level", 3)
+    draft_flags: Mapping[str, FlagRule] = field(default_factory=dict)
+    fc_skip_when_width_equals_hidden: bool = False
+    notes: tuple[str, ...] = ()
+    path: str = ""
+    tree_drafts: TreeDrafts | None = None  # None: not declared
+    id_reads: tuple[IdRead, ...] = ()  # how each place of ``ids_from`` is read (default: taken as given)
+    empty_capture: EngineFailure | None = None
+    draft_kinds: tuple[str, ...] = ("eagle3",)
+    id_checks: tuple[IdCheck, ...] = ()
+    width_check: EngineFailure | None = None
+
+    def reads(self) -> tuple[IdRead, ...]:
+        return self.id_reads or tuple(IdRead(p) for p in self.ids_from)
+
+    def supported(self) -> str:
+        """Which architectures this engine captures for, in words (for ENGINE_UNSUPPORTED)."""
+        if self.fallback_rule is not None:
+            others = f"; every other architecture by rule {self.fallback_rule}"
+        else:
+            others = ""
+        names = sorted(self.architectures)
+        return (f"{self.title} {self.version} captures for {len(names)} architecture(s): {', '.join(names)}{others}"
+                if names else f"{self.title} {self.version}: every architecture by rule {self.fallback_rule}")
+    rope_scaling: tuple[str, ...] = ("linear", "llama3", "yarn")
+    captures_through: Mapping[str, str] | None = None
+    draft_classes: tuple[DraftClass, ...] = ()  # .draft_classes (engines)
+    draft_class_fallback: str | None = None
+    speculators_loader: SpeculatorsLoader | None = None
+    draft_class: DraftClass | None = None  # set by for_draft: the class this draft is served by
+    draft_class_how: str = ""  # how it was picked, or why none was
+    base: "Convention | None" = field(default=None, repr=False, compare=False)  # before for_draft
+    no_aux: Mapping[str, str] | None = None  # reads use_aux_hidden_state: false -> the post-norm final state
+    ids_accepted: EngineFailure | None = None  # trainers: explicit ids outside ``when`` are refused
+
+    def view(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The draft config as this side's draft class reads it (a speculators config through the engine's
+        config loader; anything else as written)."""
+        if self.speculators_loader is not None and config.get("speculators_model_type"):
+            out, _ = self.speculators_loader.view(config)
+            return out if out is not None else config
+        return config
+
+    def pick_draft_class(self, config: Mapping[str, Any]) -> tuple[DraftClass | None, str]:
+        """The draft class this engine serves ``config`` with (None: it cannot load it), and how it was picked."""
+        root = self.base or self
+        if not root.draft_classes:
+            return None, ""
+        loaded = ""
+        if root.speculators_loader is not None and config.get("speculators_model_type"):
+            view, loaded = root.speculators_loader.view(config)
+            if view is None:
+                return None, f"{root.title} {root.version} cannot load this draft: {loaded}"
+            config = view
+        archs = config.get("architectures") or []
+        arch = archs[0] if archs else None
+        for c in root.draft_classes:
+            if arch in c.architectures:
+                how = f"{arch} -> {c.name}" + (f" (via {loaded})" if loaded else "")
+                return c, f"{root.title} {root.version} serves it with {c.name} ({how}; {c.source})"
+        fallback = next((c for c in root.draft_classes if c.name == root.draft_class_fallback), None)
+        registered = sorted({a for c in root.draft_classes for a in c.architectures})
+        if fallback is None:
+            return None, (f"{root.title} {root.version} registers no EAGLE-3 draft class for architecture {arch!r} "
+                          f"(it registers {', '.join(registered)})")
+        return fallback, (f"architecture {arch!r} is not an EAGLE-3 draft class {root.title} {root.version} "
+                          f"registers ({', '.join(registered)}): audited with its {fallback.name} class, as after "
+                          f"editing architectures to {fallback.architectures[0]}")
+
+    def for_draft(self, config: Mapping[str, Any]) -> "Convention":
+        """This convention with its draft side replaced by that of the draft class serving ``config``."""
+        from dataclasses import replace
+
+        root = self.base or self
+        if not root.draft_classes:
+            return self
+        cls, how = root.pick_draft_class(config)
+        if cls is None:
+            return replace(root, draft_class=None, draft_class_how=how, base=root)
+        return replace(
+            root, draft_class=cls, draft_class_how=how, base=root,
+            aux_count_from=cls.aux_count_from if cls.aux_count_from is not None else root.aux_count_from,
+            draft_flags=cls.draft_flags if cls.draft_flags is not None else root.draft_flags,
+            fc_skip_when_width_equals_hidden=(cls.fc_skip_when_width_equals_hidden
+                                              if cls.fc_skip_when_width_equals_hidden is not None
+                                              else root.fc_skip_when_width_equals_hidden))
+
+    def rule_for(self, architecture: str) -> CaptureRule:
+        if architecture in self.unsupported:
+            raise UnknownArchitecture(
+                f"{self.title} {self.version} has no {self.capture_name} capture for {architecture}: "
+                f"{self.unsupported[architecture]}")
+        name = self.architectures.get(architecture, self.fallback_rule)
+        if name is None:
+            known = ", ".join(sorted(self.architectures)) or "none"
+            raise UnknownArchitecture(
+                f"{self.title} {self.version} ({self.path}) declares no capture rule for architecture {architecture}",
+                hint=f"declared: {known}")
+        return self.rules[name]
+
+    def unsupported_reason(self, architecture: str) -> str | None:
+        """Why this engine has no capture for ``architecture`` (None: it has one)."""
+        if architecture in self.unsupported:
+            return self.unsupported[architecture]
+        if architecture not in self.architectures and self.fallback_rule is None:
+            return (f"{self.path or self.name} declares no capture rule for it (not registered with {self.capture_name} "
+                    "capture)")
+        return None
+
+    def read_draft_ids(self, draft_config: Mapping[str, Any]) -> tuple[tuple[int, ...] | None, str, int]:
+        """(ids as written, the place they came from or "default", the shift that place adds)."""
+        for r in self.reads():
+            if r.skipped(draft_config):
+                continue
+            found = read_ids(draft_config, r.place)
+            if found is None or (not found and r.empty == "absent"):
+                continue
+            shift = 0 if draft_config.get("model_type") in r.verbatim_model_types else r.shift
+            return found, r.place, shift
+        return None, "default", 0
+
+    def resolve(self, draft_config: Mapping[str, Any], architecture: str, num_layers: int,
+                override_ids: tuple[int, ...] | None = None) -> Wiring:
+        """What this convention feeds. An architecture without capture gives a Wiring with no states and
+        ``unsupported`` set (an engine that cannot feed the draft is a finding, not bad input)."""
+        if self.no_aux is not None and not uses_aux(draft_config):  # no capture at all: no rule needed
+            return Wiring(self.name, self.kind, self.version, "no_aux", None, "use_aux_hidden_state",
+                          f"eagle_config.use_aux_hidden_state: false: {self.no_aux.get('what', '')}".rstrip(": "),
+                          (), (State(num_layers, normed=True),))
+        why = self.unsupported_reason(architecture) if self.kind == "engine" else None
+        if why is not None:
+            return Wiring(self.name, self.kind, self.version, "none", None, "default", "no capture", (), (),
+                          unsupported=why)
+        rule = self.rule_for(architecture)
+        ids, source, place_shift = None, "default", 0
+        if override_ids is not None:
+            ids, source = tuple(override_ids), "override"
+        else:
+            ids, source, place_shift = self.read_draft_ids(draft_config)
+        ignored = tuple(p for p in self.kind_places() if p not in self.ids_from
+                        and read_ids(draft_config, p) is not None)
+        setter_ids = None if ids is None else tuple(i + place_shift for i in ids)
+        failure = None
+        if setter_ids is not None:
+            failure = next((f for c in self.id_checks if (f := c.fails(setter_ids, num_layers, source))), None)
+        draft_layers = draft_layer_count(draft_config)
+        shift = rule.draft_shift
+        archs = draft_config.get("architectures") or ()
+        extra = shift.shift if shift and isinstance(archs, list) and set(shift.architectures) & set(archs) else 0
+        if extra and setter_ids is None and rule.default_explicit:
+            setter_ids = tuple(int(v) for v in expr.evaluate(rule.default_ids, N=num_layers, D=draft_layers))
+        if extra and setter_ids is not None:
+            setter_ids = tuple(i + extra for i in setter_ids)
+        if failure is None and setter_ids is not None:
+            failure = next((f for c in rule.id_checks
+                            if (f := c.fails(ids if c.as_read and ids is not None else setter_ids, num_layers, source))),
+                           None)
+        indices, case = rule.indices(setter_ids, num_layers, draft_layers)
+        if extra:
+            case = f"{extra:+d} for a {'/'.join(shift.architectures)} draft, then {case}"
+        if place_shift:
+            case = f"{place_key(source)} {place_shift:+d} as read, then {case}"
+        if failure is None:
+            failure = rule.failure_for(indices, num_layers)
+        if failure is None and self.ids_accepted is not None:  # the trainer's own check, on its default too
+            checked = (list(ids) if ids is not None
+                       else [int(v) for v in expr.evaluate(rule.default_ids, N=num_layers, D=draft_layers)])
+            if not expr.evaluate(self.ids_accepted.when, ids=checked, N=num_layers):
+                failure = self.ids_accepted.format(ids=checked)
+        lo, hi = rule.reachable(num_layers)
+        placed = [num_layers + k if rule.wraps_negative and -num_layers <= k < 0 else k for k in indices]
+        kept = [k for k in placed if lo <= k <= hi]
+        dropped = tuple(k for k, p in zip(indices, placed) if not lo <= p <= hi)
+        if self.order == "ascending":
+            kept = sorted(set(kept))
+        if failure is None and not kept and self.empty_capture is not None:
+            failure = self.empty_capture
+        if failure is None and rule.count_check is not None and kept and len(kept) != len(indices):
+            failure = rule.count_check.format(captured=len(kept), expected=len(indices))
+        width = self.aux_count(draft_config) if self.width_check is not None else None
+        if failure is None and width is not None and kept and len(kept) != width:
+            failure = self.width_check.format(captured=len(kept), expected=width)
+        feeds = tuple((k, what) for k in kept if (what := rule.feed(k, num_layers)) is not None)
+        return Wiring(self.name, self.kind, self.version, rule.name, ids, source, case, tuple(indices),
+                      tuple(State(k, normed=rule.final_normed and k == num_layers) for k in kept), dropped, ignored,
+                      failure, feeds)
+
+    @property
+    def capture_name(self) -> str:
+        """The drafts this convention captures for, in words: "EAGLE-3", "DFlash", "DSpark", "DFlash / DSpark"."""
+        if "eagle3" in self.draft_kinds:
+            return "EAGLE-3"
+        return " / ".join({"dflash": "DFlash", "dspark": "DSpark"}[k] for k in self.draft_kinds)
+
+    def kind_places(self) -> tuple[str, ...]:
+        """The places that hold ids of the drafts this convention describes (IDS_NOT_READ looks at these)."""
+        if "eagle3" in self.draft_kinds:
+            return EAGLE_PLACES
+        return ("dflash_target_layer_ids", "target_layer_ids", "dspark_target_layer_ids", "dspark_config_ids")
+
+    def aux_count(self, draft_config: Mapping[str, Any]) -> int:
+        """How many aux states the engine's draft side sizes fc for."""
+        zero_ok = self.draft_class is not None and self.draft_class.aux_count_empty == "zero"
+        draft_config = self.view(draft_config)
+        for item in self.aux_count_from:
+            if isinstance(item, int):
+                return item
+            if item in ID_PLACES:
+                ids = read_ids(draft_config, item)
+                # `len(layer_ids) if layer_ids else 3`: an empty list counts as absent (llama_eagle3 of both
+                # engines); kimi_k25_eagle3.py:55-59 tests `is None`, so an empty list sizes fc for 0
+                if ids or (zero_ok and ids is not None):
+                    return len(ids)
+            elif draft_config.get(item) is not None:
+                return int(draft_config[item])
+        return 3
+
+    def flag(self, name: str, draft_config: Mapping[str, Any]) -> Any:
+        """The value of a draft flag as this convention uses it (None: not honoured -> off)."""
+        rule = self.draft_flags.get(name)
+        if rule is None or not rule.honoured:
+            return False
+        return rule.value(self.view(draft_config), name)
+
+    def to_json(self) -> dict:
+        out = {"name": self.name, "kind": self.kind, "title": self.title, "version": self.version,
+               "source": self.source, "path": self.path}
+        if self.captures_through:
+            out["captures_through"] = dict(self.captures_through)
+        if self.draft_class is not None or self.draft_class_how:
+            out["draft_class"] = self.draft_class.name if self.draft_class else None
+            out["draft_class_how"] = self.draft_class_how
+        return out
