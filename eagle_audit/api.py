@@ -59,6 +59,19 @@ def _states(values, name: str) -> tuple[State | int, ...] | None:
     return tuple(values)
 
 
+def _optional_path(value, name: str) -> str | None:
+    return None if value is None else _path(value, name)
+
+
+def _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts) -> dict:
+    """The typed inputs every audit takes (:class:`eagle_audit.inputs.AuditInputs`), checked and converted,
+    with the embedded demo where ``target`` / ``draft`` are None."""
+    target, draft = _defaults(target, draft)
+    return dict(target=target, draft=draft, engine=_path(engine, "engine"), trainer=_optional_path(trainer, "trainer"),
+                trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
+                trained_ids=_ints(trained_ids, "trained_ids"), prompts=_optional_path(prompts, "prompts"))
+
+
 def _ints(values, name: str) -> tuple[int, ...] | None:
     if values is None:
         return None
@@ -85,14 +98,10 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
     at run time, in its convention; ``static`` checks configs only (no weights loaded, no cosines)."""
     from .layers.run import LayersOptions, run_layers
 
-    target, draft = _defaults(target, draft)
-    opts = LayersOptions(target=target, draft=draft, engine=_path(engine, "engine"),
-                         trainer=None if trainer is None else _path(trainer, "trainer"),
-                         trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
-                         trained_ids=_ints(trained_ids, "trained_ids"),
-                         prompts=None if prompts is None else _path(prompts, "prompts"), max_prompts=max_prompts,
-                         max_tokens=max_tokens, device=device, dtype=dtype, device_map=device_map, static=static,
-                         scan=scan, use_installed_engine=use_installed_engine, states_server=_server(server))
+    opts = LayersOptions(**_inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts),
+                         max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
+                         device_map=device_map, static=static, scan=scan, use_installed_engine=use_installed_engine,
+                         states_server=_server(server))
     return run_layers(opts, progress=progress)
 
 
@@ -118,15 +127,11 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
     instead of ``prompts`` (for targets without a tokenizer)."""
     from .accept.run import AcceptOptions, run_accept
 
-    target, draft = _defaults(target, draft)
+    inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
     ids = None
     if prompt_ids is not None:
         ids = tuple(_ints(p, "prompt_ids") for p in prompt_ids)
-    opts = AcceptOptions(target=target, draft=draft, engine=_path(engine, "engine"),
-                         trainer=None if trainer is None else _path(trainer, "trainer"),
-                         trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
-                         trained_ids=_ints(trained_ids, "trained_ids"),
-                         prompts=None if prompts is None else _path(prompts, "prompts"), prompt_ids=ids,
+    opts = AcceptOptions(**inputs, prompt_ids=ids,
                          max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps, topk=topk,
                          num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens, tolerance=tolerance,
                          live=live, server=server, server_kind=server_kind, server_api_key=server_api_key,
@@ -152,23 +157,17 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
     ``hidden_states_dir``)."""
     from .check.run import CheckOptions, run_check
 
-    target, draft = _defaults(target, draft)
+    inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
     if isinstance(fail_under_positions, (str, bytes)) or not isinstance(fail_under_positions, Sequence):
         raise TypeError(f"fail_under_positions: expected a sequence of numbers such as [0.4, 0.2, 0.1], got "
                         f"{type(fail_under_positions).__name__}")
-    opts = CheckOptions(target=target, draft=draft, engine=_path(engine, "engine"),
-                        trainer=None if trainer is None else _path(trainer, "trainer"),
-                        trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
-                        trained_ids=_ints(trained_ids, "trained_ids"),
-                        prompts=None if prompts is None else _path(prompts, "prompts"), max_prompts=max_prompts,
-                        max_tokens=max_tokens, static=static, fingerprint=fingerprint, num_steps=num_steps,
+    opts = CheckOptions(**inputs, max_prompts=max_prompts, max_tokens=max_tokens, static=static, fingerprint=fingerprint, num_steps=num_steps,
                         topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
                         tolerance=tolerance, gen_batch=gen_batch, fail_under=fail_under,
                         fail_under_positions=tuple(fail_under_positions), device=device, dtype=dtype,
                         device_map=device_map, use_installed_engine=use_installed_engine, server=server,
                         server_kind=server_kind, server_api_key=server_api_key,
-                        hidden_states_dir=None if hidden_states_dir is None else _path(hidden_states_dir,
-                                                                                         "hidden_states_dir"))
+                        hidden_states_dir=_optional_path(hidden_states_dir, "hidden_states_dir"))
     return run_check(opts, progress=progress)
 
 

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (ApiKey, AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens,
-                     NumSteps, ServerDeadline, ServerKind, ServerTimeout, Tolerance, TopK, audit_command, err,
-                     error_edge, reporter, use_threads)
+from .common import AcceptArgs, AuditArgs, ServerArgs, audit_command, err, error_edge, reporter, server_option, use_threads
 
 
 @contextmanager
@@ -34,20 +31,10 @@ def server_hints():
 def accept_rate(
     ctx: typer.Context,
     args: AuditArgs,
-    num_steps: NumSteps = 3,
-    topk: TopK = 1,
-    num_draft_tokens: NumDraftTokens = None,
-    max_new_tokens: MaxNewTokens = 64,
-    tolerance: Tolerance = 0.1,
+    accept: AcceptArgs = AcceptArgs(),
     live: Annotated[bool, typer.Option("--live", help="Also run real draft-then-verify decoding (served wiring): tokens/s, speedup, lossless check.")] = False,
-    server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang or vLLM server to read accept length from, for the same prompts.")] = None,
-    server_kind: ServerKind = "auto",
-    api_key: ApiKey = None,
-    server_timeout: ServerTimeout = DEFAULT_TIMEOUT,
-    server_deadline: ServerDeadline = DEFAULT_DEADLINE,
-    gen_batch: GenBatch = 16,
-    fail_under: FailUnder = None,
-    fail_under_positions: FailUnderPositions = None,
+    server: server_option("URL of a running SGLang or vLLM server to read accept length from, for the same prompts.") = None,
+    reach: ServerArgs = ServerArgs(),
 ) -> None:
     """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
     under the engine's, and with each mis-wired slot corrected alone.
@@ -77,16 +64,14 @@ def accept_rate(
         from ..accept.render import render_accept
         from ..accept.run import AcceptOptions, run_accept
 
-        from ..accept.gate import Gate, failures, parse_positions, reason
+        from ..accept.gate import Gate, failures, reason
 
-        gate = Gate(fail_under, parse_positions(fail_under_positions))
-        gate.fits(num_steps)
+        gate = Gate(accept.fail_under, accept.positions())
+        gate.fits(accept.num_steps)
         args = args.with_defaults()
         args.check_outputs()
-        opts = AcceptOptions(**args.library(ctx), num_steps=num_steps, topk=topk, num_draft_tokens=num_draft_tokens,
-                             max_new_tokens=max_new_tokens, tolerance=tolerance, live=live, server=server,
-                             server_kind=server_kind, server_api_key=api_key, server_timeout=server_timeout,
-                             server_deadline=server_deadline, gen_batch=gen_batch, device_map=args.device_map)
+        opts = AcceptOptions(**args.library(ctx), **accept.library(), live=live, server=server, **reach.library(),
+                             device_map=args.device_map)
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
         args.emit(result, render_accept)

@@ -2,37 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (ApiKey, AuditArgs, FailUnder, FailUnderPositions, GenBatch, MaxNewTokens, NumDraftTokens,
-                     NumSteps, ServerDeadline, ServerKind, ServerTimeout, Tolerance, TopK, audit_command, err,
-                     error_edge, reporter, use_threads)
+from .common import (AcceptArgs, AuditArgs, ServerArgs, audit_command, err, error_edge, hidden_states_dir_option,
+                     reporter, server_option, static_option, use_threads)
 
 
 @audit_command
 def check(
     ctx: typer.Context,
     args: AuditArgs,
-    static: Annotated[bool, typer.Option("--static", help="The static audit only: no target weights are loaded.")] = False,
+    static: static_option("The static audit only: no target weights are loaded.") = False,
     fingerprint: Annotated[bool, typer.Option("--fingerprint", help="Always read the trained wiring off the draft's weights (default: only where it rests on an assumption).")] = False,
-    num_steps: NumSteps = 3,
-    topk: TopK = 1,
-    num_draft_tokens: NumDraftTokens = None,
-    max_new_tokens: MaxNewTokens = 64,
-    tolerance: Tolerance = 0.1,
-    gen_batch: GenBatch = 16,
-    fail_under: FailUnder = None,
-    fail_under_positions: FailUnderPositions = None,
-    server: Annotated[Optional[str], typer.Option("--server", help="URL of a capture-only SGLang or vLLM server launched with the serving line for this draft (docs/server.md): the served stage compares the states it feeds with the local capture.")] = None,
-    server_kind: ServerKind = "auto",
-    api_key: ApiKey = None,
-    hidden_states_dir: Annotated[Optional[str], typer.Option("--hidden-states-dir", help="vLLM --server: the folder its ExampleHiddenStatesConnector writes to (shared_storage_path), as this machine sees it.")] = None,
-    server_timeout: ServerTimeout = DEFAULT_TIMEOUT,
-    server_deadline: ServerDeadline = DEFAULT_DEADLINE,
+    accept: AcceptArgs = AcceptArgs(),
+    server: server_option("URL of a capture-only SGLang or vLLM server launched with the serving line for this draft (docs/server.md): the served stage compares the states it feeds with the local capture.") = None,
+    hidden_states_dir: hidden_states_dir_option("vLLM --server: the folder its ExampleHiddenStatesConnector writes to (shared_storage_path), as this machine sees it.") = None,
+    reach: ServerArgs = ServerArgs(),
 ) -> None:
     """Why is my accept length low? The static audit, then (with the target's weights) the captured
     comparison, the fingerprint where the trained wiring is assumed, and the accept-rate cost, in one run:
@@ -58,16 +46,13 @@ def check(
         use_threads(args.threads)
         from ..check.render import render_check
         from ..check.run import CheckOptions, run_check
-        from ..accept.gate import parse_positions, reason
+        from ..accept.gate import reason
 
         args = args.with_defaults()
         args.check_outputs()
-        opts = CheckOptions(**args.library(ctx), static=static, fingerprint=fingerprint, num_steps=num_steps,
-                            topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
-                            tolerance=tolerance, gen_batch=gen_batch, device_map=args.device_map,
-                            fail_under=fail_under, fail_under_positions=parse_positions(fail_under_positions),
-                            server=server, server_kind=server_kind, server_api_key=api_key,
-                            server_timeout=server_timeout, server_deadline=server_deadline,
+        opts = CheckOptions(**args.library(ctx), static=static, fingerprint=fingerprint, **accept.library(),
+                            device_map=args.device_map, fail_under=accept.fail_under,
+                            fail_under_positions=accept.positions(), server=server, **reach.library(),
                             hidden_states_dir=hidden_states_dir)
         with reporter(args.json_out) as (status, progress):
             result = run_check(opts, status, progress)

@@ -1,4 +1,4 @@
-"""Shared CLI pieces: option types (defined once), the error edge, progress on stderr."""
+"""Shared CLI pieces: option types and option groups (defined once), the error edge, progress on stderr."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ except ImportError:  # older typer runs on click itself
 
 from .. import outputs
 from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
+from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import EXIT_INTERNAL, PARAM_REF, AuditError
 
 
@@ -159,7 +160,9 @@ INPUT_FIELDS = ("target", "draft", "engine", "trainer", "trained_boundaries", "t
 def audit_command(func: Callable | None = None, *, without: tuple[str, ...] = ()) -> Callable:
     """Command decorator: the command ``func(ctx, args: AuditArgs, **own)`` gets the :class:`AuditArgs`
     options in its CLI signature (``ctx``, the inputs, its own options, then the run and output options),
-    less those named in ``without`` (their defaults apply), and receives them as ``args``."""
+    less those named in ``without`` (their defaults apply), and receives them as ``args``. An own parameter
+    annotated with an option group (:data:`OPTION_GROUPS`: ``accept: AcceptArgs``, ``reach: ServerArgs``)
+    stands for that group's options, at its place, and receives them as one object."""
     if func is None:
         return functools.partial(audit_command, without=without)
     hints = get_type_hints(AuditArgs, include_extras=True)
@@ -170,12 +173,22 @@ def audit_command(func: Callable | None = None, *, without: tuple[str, ...] = ()
                 for f in fields if (f.name in INPUT_FIELDS) == inputs]
 
     own = list(inspect.signature(func, eval_str=True).parameters.values())
-    ctx, rest = own[0], [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:] if p.name != "args"]
+    ctx, rest, groups = own[0], [], {}
+    for p in own[1:]:
+        if p.name == "args":
+            continue
+        if p.annotation in OPTION_GROUPS:  # a group's options stand where the group parameter stands
+            groups[p.name] = p.annotation
+            rest += group_parameters(p.annotation)
+        else:
+            rest.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY))
     params = [ctx, *shared(True), *rest, *shared(False)]
 
     @functools.wraps(func)
     def command(**kwargs):
         args = AuditArgs(**{f.name: kwargs.pop(f.name) for f in fields})
+        for name, group in groups.items():
+            kwargs[name] = group(**{f.name: kwargs.pop(f.name) for f in dataclasses.fields(group)})
         return func(args=args, **kwargs)
 
     command.__signature__ = inspect.Signature(params)
@@ -482,3 +495,83 @@ ServerTimeout = Annotated[float, typer.Option(
 ServerDeadline = Annotated[float, typer.Option(
     "--server-deadline", help="Seconds the whole --server reading may take.",
     callback=in_range(0, 7 * 86400, lo_open=True))]
+
+
+def static_option(help: str):
+    """``--static`` (layers, check): no target weights are loaded; ``help`` says what the command still does."""
+    return Annotated[bool, typer.Option("--static", help=help)]
+
+
+def server_option(help: str):
+    """``--server`` (layers, accept-rate, check): the URL of a running engine; ``help`` says what the command reads
+    from it. How it is reached is :class:`ServerArgs`."""
+    return Annotated[Optional[str], typer.Option("--server", help=help)]
+
+
+def hidden_states_dir_option(help: str):
+    """``--hidden-states-dir`` (layers, check): where a vLLM --server's connector writes the states."""
+    return Annotated[Optional[str], typer.Option("--hidden-states-dir", help=help)]
+
+
+# ----------------------------------------------------------------------------- option groups (audit_command)
+
+def group_parameters(group: type) -> list[inspect.Parameter]:
+    """An option group's fields as keyword-only parameters: annotation = the CLI option, default = its default."""
+    hints = get_type_hints(group, include_extras=True)
+    return [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=hints[f.name], default=f.default)
+            for f in dataclasses.fields(group)]
+
+
+@dataclass(frozen=True)
+class AcceptArgs:
+    """The acceptance settings and CI gates accept-rate and check share, declared once."""
+
+    num_steps: NumSteps = 3
+    topk: TopK = 1
+    num_draft_tokens: NumDraftTokens = None
+    max_new_tokens: MaxNewTokens = 64
+    tolerance: Tolerance = 0.1
+    gen_batch: GenBatch = 16
+    fail_under: FailUnder = None
+    fail_under_positions: FailUnderPositions = None
+
+    def library(self) -> dict:
+        """The acceptance settings as the library options name them (AcceptOptions, CheckOptions); the gates
+        are each command's own (:meth:`positions`)."""
+        return dict(num_steps=self.num_steps, topk=self.topk, num_draft_tokens=self.num_draft_tokens,
+                    max_new_tokens=self.max_new_tokens, tolerance=self.tolerance, gen_batch=self.gen_batch)
+
+    def positions(self) -> tuple[float, ...]:
+        """``--fail-under-positions`` parsed (:func:`eagle_audit.accept.gate.parse_positions`)."""
+        from ..accept.gate import parse_positions
+
+        return parse_positions(self.fail_under_positions)
+
+
+@dataclass(frozen=True)
+class ServerArgs:
+    """How a ``--server`` is reached (layers, accept-rate, check), declared once; what the command reads from it
+    is its own ``--server`` (:func:`server_option`)."""
+
+    server_kind: ServerKind = "auto"
+    api_key: ApiKey = None
+    server_timeout: ServerTimeout = DEFAULT_TIMEOUT
+    server_deadline: ServerDeadline = DEFAULT_DEADLINE
+
+    def library(self) -> dict:
+        """As the library options name them (AcceptOptions, CheckOptions)."""
+        return dict(server_kind=self.server_kind, server_api_key=self.api_key, server_timeout=self.server_timeout,
+                    server_deadline=self.server_deadline)
+
+    def states_server(self, url: str | None, hidden_states_dir: str | None = None):
+        """The :class:`eagle_audit.served.source.StatesServer` at ``url`` (None: no ``--server``)."""
+        if not url:
+            return None
+        from ..served.source import StatesServer
+
+        return StatesServer(url, self.server_kind, self.api_key, self.server_timeout, self.server_deadline,
+                            hidden_states_dir)
+
+
+#: the option groups :func:`audit_command` expands
+OPTION_GROUPS = (AcceptArgs, ServerArgs)

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from ..accept.limits import MAX_NEW_TOKENS
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import AuditArgs, audit_command, error_edge, reporter, use_threads
+from .common import AuditArgs, MaxNewTokens, audit_command, error_edge, reporter, use_threads
 
 
 @audit_command(without=("device_map",))
 def fingerprint(
     ctx: typer.Context,
     args: AuditArgs,
-    max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=MAX_NEW_TOKENS)] = 64,
+    max_new_tokens: MaxNewTokens = 64,
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
 

@@ -8,30 +8,26 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..layers.run import LayersOptions, run_layers
 from .. import outputs
 from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..layers.fix import merge_patch
 from ..layers.render import render_layers
 from .accept_rate import server_hints
-from .common import (ApiKey, AuditArgs, ServerDeadline, ServerKind, ServerTimeout, audit_command, err, error_edge,
-                     reporter, use_threads)
+from .common import (AuditArgs, ServerArgs, audit_command, err, error_edge, hidden_states_dir_option, reporter,
+                     server_option, static_option, use_threads)
 
 
 @audit_command
 def layers(
     ctx: typer.Context,
     args: AuditArgs,
-    static: Annotated[bool, typer.Option("--static", help="Config-level checks only: no target weights are loaded.")] = False,
+    static: static_option("Config-level checks only: no target weights are loaded.") = False,
     scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
     write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR (config.json patched, weights linked); the input is untouched.")] = None,
-    server: Annotated[Optional[str], typer.Option("--server", help="URL of a running SGLang (capture-only) or vLLM (extract_hidden_states) server: with the target's weights here, each state it serves is compared with the local capture of every boundary; with a target directory of config and tokenizer only, every state comes from it (docs/server.md).")] = None,
-    server_kind: ServerKind = "auto",
-    hidden_states_dir: Annotated[Optional[str], typer.Option("--hidden-states-dir", help="vLLM: the server's shared_storage_path as this machine sees it (where the connector writes the states).")] = None,
-    api_key: ApiKey = None,
-    server_timeout: ServerTimeout = DEFAULT_TIMEOUT,
-    server_deadline: ServerDeadline = DEFAULT_DEADLINE,
+    server: server_option("URL of a running SGLang (capture-only) or vLLM (extract_hidden_states) server: with the target's weights here, each state it serves is compared with the local capture of every boundary; with a target directory of config and tokenizer only, every state comes from it (docs/server.md).") = None,
+    hidden_states_dir: hidden_states_dir_option("vLLM: the server's shared_storage_path as this machine sees it (where the connector writes the states).") = None,
+    reach: ServerArgs = ServerArgs(),
 ) -> None:
     """Audit the hidden-state wiring of an EAGLE-3 draft: trained vs served, slot by slot.
 
@@ -51,14 +47,8 @@ def layers(
         use_threads(args.threads)
         args = args.with_defaults()
         args.check_outputs(new_dirs={"--write-fixed-config": write_fixed_config})
-        states_server = None
-        if server:
-            from ..served.source import StatesServer
-
-            states_server = StatesServer(server, server_kind, api_key, server_timeout, server_deadline,
-                                         hidden_states_dir)
         opts = LayersOptions(**args.library(ctx), device_map=args.device_map, static=static, scan=scan,
-                             states_server=states_server)
+                             states_server=reach.states_server(server, hidden_states_dir))
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_layers(opts, status, progress)
         args.emit(result, render_layers)
