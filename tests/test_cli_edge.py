@@ -148,13 +148,13 @@ def test_the_same_command_twice_gives_the_same_json(cli, tiny_targets, make_draf
 
 
 def test_the_audit_commands_share_one_declaration_of_their_common_options():
-    """layers, accept-rate and fingerprint take the AuditArgs options from one place (cli/common.py):
+    """layers, accept-rate and fingerprint take the AuditArgs options from one place (cli/options.py):
     same flags, help, defaults and order; each command's own options sit between inputs and run options."""
     import dataclasses
 
     import typer.main
 
-    from eagle_audit.cli.common import INPUT_FIELDS, AuditArgs
+    from eagle_audit.cli.options import INPUT_FIELDS, AuditArgs
 
     commands = typer.main.get_command(app).commands
     shared = [f.name for f in dataclasses.fields(AuditArgs)]
@@ -172,6 +172,30 @@ def test_the_audit_commands_share_one_declaration_of_their_common_options():
             assert (p.opts, p.help, p.default) == seen[p.name], (name, p.name)
     assert "device_map" not in [p.name for p in commands["fingerprint"].params]  # fingerprint runs on one device
 
+
+
+@pytest.mark.parametrize("group, names", [("AcceptArgs", ("accept-rate", "check")),
+                                          ("ServerArgs", ("layers", "accept-rate", "check"))])
+def test_an_option_group_is_the_same_options_in_each_command(group, names):
+    """An option group of cli/options.py stands in each command that takes it as one block: the same flags,
+    help and defaults, in the group's order, one after another."""
+    import dataclasses
+
+    import typer.main
+
+    from eagle_audit.cli import options
+
+    fields = [f.name for f in dataclasses.fields(getattr(options, group))]
+    commands = typer.main.get_command(app).commands
+    seen = {}
+    for name in names:
+        positions = [p.name for p in commands[name].params]
+        start = positions.index(fields[0])
+        assert positions[start:start + len(fields)] == fields, name
+        for p in commands[name].params:
+            if p.name in fields:
+                seen.setdefault(p.name, (p.opts, p.help, p.default))
+                assert (p.opts, p.help, p.default) == seen[p.name], (name, p.name)
 
 def test_only_parameter_references_become_flags(cli, make_draft, monkeypatch):
     """"default target" is text, not the parameter: the message keeps it, the hint's reference is the flag."""

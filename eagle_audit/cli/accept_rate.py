@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import AcceptArgs, AuditArgs, ServerArgs, audit_command, err, error_edge, reporter, server_option, use_threads
+from .common import err, error_edge, reporter, use_threads
+from .options import AcceptArgs, AuditArgs, ServerArgs, audit_command, server_option
 
 
 @contextmanager

@@ -7,8 +7,9 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import (AcceptArgs, AuditArgs, ServerArgs, audit_command, err, error_edge, hidden_states_dir_option,
-                     reporter, server_option, static_option, use_threads)
+from .common import err, error_edge, reporter, use_threads
+from .options import (AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option,
+                      static_option)
 
 
 @audit_command

@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import AuditArgs, MaxNewTokens, audit_command, error_edge, reporter, use_threads
+from .common import error_edge, reporter, use_threads
+from .options import AuditArgs, MaxNewTokens, audit_command
 
 
 @audit_command(without=("device_map",))

@@ -8,14 +8,14 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..layers.run import LayersOptions, run_layers
 from .. import outputs
 from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
 from ..layers.fix import merge_patch
 from ..layers.render import render_layers
+from ..layers.run import LayersOptions, run_layers
 from .accept_rate import server_hints
-from .common import (AuditArgs, ServerArgs, audit_command, err, error_edge, hidden_states_dir_option, reporter,
-                     server_option, static_option, use_threads)
+from .common import err, error_edge, reporter, use_threads
+from .options import AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option, static_option
 
 
 @audit_command

@@ -8,8 +8,8 @@ import typer
 
 from ..errors import EXIT_OK, param
 from ..outputs import check_canary_out
-from .common import (JsonOut, Prompts, Target, Threads, audit_inputs, check_outputs, err, error_edge, in_range, out,
-                     use_threads, write_json)
+from .common import audit_inputs, check_outputs, err, error_edge, out, use_threads, write_json
+from .options import JsonOut, Prompts, Target, Threads, in_range
 
 
 def train_inputs(target: str | None, prompts: str | None) -> dict[str, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
-from ..conventions import DRAFT_FLAGS, Wiring, place_key
+from ..conventions import Wiring, place_key
 from ..draft.read import DraftSpec
 from ..errors import BadCheckpoint, param
 from ..resolution import BLOCKS, Resolution, SideWiring

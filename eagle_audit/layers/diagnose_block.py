@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from ..draft.block import named_boundaries
 from ..conventions import place_key
+from ..draft.block import named_boundaries
 from .diagnose import Context, check
 from .result import Finding
 

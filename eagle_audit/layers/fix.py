@@ -9,9 +9,8 @@ from typing import Any, Mapping
 from ..conventions import ID_PLACES, place_key
 from ..draft.read import DraftSpec
 from ..resolution import BLOCKS, Resolution
-from .result import Fix
 from ..errors import param
-from ..states import State
+from .result import Fix
 
 
 def merge_patch(config: Mapping[str, Any], patch: Mapping[str, Any]) -> dict:

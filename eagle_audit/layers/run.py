@@ -10,17 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .diagnose import SlotStats, diagnose
-from ..fingerprint.suggest import suggestion
-from .fix import plan_fix
-from ..inputs import AuditInputs, prepare
-from ..provenance import provenance
 from ..draft.read import DraftSpec
 from ..errors import AuditError
+from ..fingerprint.suggest import suggestion
+from ..inputs import AuditInputs, prepare
+from ..provenance import provenance
 from ..resolution import BLOCKS, Resolution
-from ..resolution import CANARY_KEY, TRAINER_BY_LAYOUT, resolve_audit, resolve_trained  # noqa: F401 (re-exported)
-from .result import Heatmap, LayersResult
 from ..states import State, all_states
+from .diagnose import SlotStats, diagnose
+from .fix import plan_fix
+from .result import Heatmap, LayersResult
 
 
 @dataclass(frozen=True)
