@@ -31,14 +31,14 @@ from dataclasses import dataclass, field
 from typing import Callable, Mapping, Sequence
 
 from ..conventions import Convention, Wiring, builtin_conventions
-from ..layers.diagnose import (Context, Measured, check_target_fit, diagnose, representation_mismatch,
-                        trained_wiring_differs)
 from ..draft.read import DraftSpec, read_draft
 from ..errors import AuditError, param
+from ..inputs import check_target_fit
+from ..layers.diagnose import Context, Measured, diagnose, representation_mismatch, trained_wiring_differs
 from ..layers.fix import plan_fix
+from ..layers.result import Finding, Fix
 from ..provenance import engine_convention, provenance
 from ..resolution import Resolution, SideWiring, given_side, resolve_trained, side_of
-from ..layers.result import Finding, Fix
 from ..states import State, all_states
 from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
 from .score import Corpus, Scorer, capture_corpus

@@ -15,11 +15,12 @@ from typing import Callable, Iterable
 
 from ..conventions import Wiring, place_key
 from ..draft.read import DraftSpec
-from ..errors import BadCheckpoint, param
+from ..errors import param
+from ..inputs import check_target_fit
 from ..resolution import BLOCKS, Resolution, SideWiring
-from .result import Finding, Slot
 from ..states import State
 from ..target import TargetInfo
+from .result import Finding, Slot
 
 FIX_REF = "see the fix below"
 
@@ -49,21 +50,6 @@ def slot_verdict(trained: State | None, served: State | None) -> str:
     if (trained.boundary == 0) != (served.boundary == 0):
         return "embedding"
     return f"offset {served.boundary - trained.boundary:+d}"
-
-
-def check_target_fit(draft: DraftSpec, target: TargetInfo) -> int:
-    """The draft's aux count for this target; bad input if its fc cannot take this target's states."""
-    aux = draft.aux_count(target.hidden_size)
-    if aux is None or (draft.target_hidden_size and draft.target_hidden_size != target.hidden_size
-                       and draft.fc_in % draft.target_hidden_size == 0):
-        built_for = draft.target_hidden_size or "another"
-        raise BadCheckpoint(
-            f"{draft.path}: draft was built for a target of hidden size {built_for} (fc.weight takes {draft.fc_in} "
-            f"inputs), but {target.name} has hidden size {target.hidden_size}")
-    if target.vocab_size and draft.vocab_size and draft.vocab_size != target.vocab_size:
-        raise BadCheckpoint(f"{draft.path}: draft vocab_size {draft.vocab_size} differs from the target's "
-                            f"{target.vocab_size}: a draft for another target")
-    return aux
 
 
 @dataclass(frozen=True)

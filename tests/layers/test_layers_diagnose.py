@@ -6,11 +6,10 @@ import pytest
 import torch
 
 from eagle_audit.conventions import Wiring, get_convention
-from eagle_audit.layers.diagnose import CHECKS, SlotStats, check_target_fit, diagnose, slot_verdict
 from eagle_audit.draft.read import read_draft
-from eagle_audit.errors import BadCheckpoint
-from eagle_audit.resolution import Resolution, given_side, side_of
+from eagle_audit.layers.diagnose import CHECKS, SlotStats, diagnose, slot_verdict
 from eagle_audit.layers.result import CODES, Finding
+from eagle_audit.resolution import Resolution, given_side, side_of
 from eagle_audit.states import State
 from eagle_audit.target import TargetInfo
 
@@ -78,22 +77,6 @@ def test_findings_only_use_documented_codes():
         Finding("OFF_BY_ONE", "error", 0, "", "", "")
     assert len(CODES) == 21  # + TRAINED_WIRING_DIFFERS, REPRESENTATION_MISMATCH (fingerprint), DRAFT_CLASS_UNSUPPORTED,
     # TRAINER_REFUSES_IDS, ENGINE_STATE_MISMATCH, ENGINE_STATE_SHIFTED (--server), BLOCK_IDS_DISAGREE
-
-
-# ---------------------------------------------------------------------------- fit
-
-
-def test_check_target_fit(make_draft):
-    assert check_target_fit(read_draft(str(make_draft())), info()) == 3
-    other = read_draft(str(make_draft(target_hidden=48)))  # fc takes 3 x 48 = 144
-    with pytest.raises(BadCheckpoint, match="built for a target of hidden size 48 \\(fc.weight takes 144 "
-                                            "inputs\\), but tiny-target has hidden size 32") as e:
-        check_target_fit(other, info())
-    assert other.path in e.value.message
-    with pytest.raises(BadCheckpoint, match="hidden size 48"):
-        check_target_fit(other, info(hidden=24))  # 144 = 6 x 24 fits by width, but target_hidden_size says 48
-    with pytest.raises(BadCheckpoint, match="vocab_size 512 differs from the target's 1024: a draft for another"):
-        check_target_fit(read_draft(str(make_draft())), info(vocab=1024))
 
 
 # ---------------------------------------------------------------------------- wiring findings
