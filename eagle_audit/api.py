@@ -121,10 +121,13 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
                 tolerance: float = 0.1, live: bool = False, server: str | None = None, server_kind: str = "auto",
                 server_api_key: str | None = None, gen_batch: int = 16, device: str = "cpu", dtype: str = "auto",
                 device_map: str | None = None, use_installed_engine: bool = True,
-                progress: Progress | None = None) -> AcceptResult:
+                states_server: str | StatesServer | None = None, progress: Progress | None = None) -> AcceptResult:
     """``eagle-audit accept-rate``: simulated accept length under the trained and the served wiring, and
     with each mis-wired slot corrected alone (docs/accept-rate.md). ``prompt_ids`` gives token ids directly
-    instead of ``prompts`` (for targets without a tokenizer)."""
+    instead of ``prompts`` (for targets without a tokenizer). ``states_server``: a reference server (a URL or
+    a :class:`~eagle_audit.served.source.StatesServer`) giving every target state and the greedy
+    continuation, for a ``target`` directory without weights; ``server`` instead reads the accept length of
+    a server that serves the draft."""
     from .accept.run import AcceptOptions, run_accept
 
     inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
@@ -136,7 +139,7 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
                          num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens, tolerance=tolerance,
                          live=live, server=server, server_kind=server_kind, server_api_key=server_api_key,
                          gen_batch=gen_batch, device=device, dtype=dtype, device_map=device_map,
-                         use_installed_engine=use_installed_engine)
+                         use_installed_engine=use_installed_engine, states_server=_server(states_server))
     return run_accept(opts, progress=progress)
 
 

@@ -45,4 +45,6 @@ def provenance(*, command: str | None, engine: Convention, trainer: Convention |
         "device": target.device if target else None, "dtype": target.dtype if target else None,
         "static": static, "prompts": prompts or "built-in chat set", "num_prompts": num_prompts,
         "tokens": tokens, "notes": list(notes),
+        # where the target's states came from (eagle_audit.source: local, device-map, or a server)
+        "source": target.spec.to_json() if target is not None and hasattr(target, "spec") else None,
     }

@@ -17,6 +17,10 @@ def render_accept(result: AcceptResult, console: Console) -> None:
     t, s = result.target, result.settings
     console.print(f"[bold]target[/] {t['name']}  ({t['architecture']}, N={t['num_layers']})")
     console.print(f"[bold]draft[/]  {result.draft['path']}  ({result.draft['layout']} layout)")
+    src = result.provenance.get("source") or {}
+    if src.get("backend") == "server":
+        console.print(Text.assemble(("states", "bold"), f" target states and greedy continuations from the "
+                                    f"{src['origin']}; the draft runs here"), highlight=False)
     why = " (topk 1 forces num_steps + 1)" if s.mode == "chain" else ""
     console.print(f"[bold]mode[/]   {s.mode}, num_steps {s.num_steps}, topk {s.topk}, num_draft_tokens "
                   f"{s.num_draft_tokens}{why}, max_new_tokens {s.max_new_tokens}", highlight=False)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from .common import err, error_edge, reporter, use_threads
-from .options import AcceptArgs, AuditArgs, ServerArgs, audit_command, server_option
+from .options import AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option
 
 
 @contextmanager
@@ -35,6 +35,8 @@ def accept_rate(
     accept: AcceptArgs = AcceptArgs(),
     live: Annotated[bool, typer.Option("--live", help="Also run real draft-then-verify decoding (served wiring): tokens/s, speedup, lossless check.")] = False,
     server: server_option("URL of a running SGLang or vLLM server to read accept length from, for the same prompts.") = None,
+    states_server: Annotated[Optional[str], typer.Option("--states-server", help="URL of a reference server (SGLang capture-only or vLLM extract_hidden_states, started with the reference line of docs/server.md) to take every target state and the greedy continuation from, for a --target directory of config, tokenizer and embed_tokens.safetensors only; the draft is simulated here on those states. Unlike --server, which serves the draft and reports its own accept length.")] = None,
+    hidden_states_dir: hidden_states_dir_option("vLLM --states-server: the server's shared_storage_path as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
 ) -> None:
     """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
@@ -57,6 +59,8 @@ def accept_rate(
 
       eagle-audit accept-rate -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4,0.2,0.1    # a CI gate
 
+      eagle-audit accept-rate -t ./Kimi-K2.5-config -d ./draft --states-server http://127.0.0.1:30000   # no weights here
+
     Exit codes: 0 served is within --tolerance of trained (and every --fail-under gate passes), 1 served loses
     more (or a gate fails: one line says which), 2 bad input, 3 internal error.
     """
@@ -72,7 +76,8 @@ def accept_rate(
         args = args.with_defaults()
         args.check_outputs()
         opts = AcceptOptions(**args.library(ctx), **accept.library(), live=live, server=server, **reach.library(),
-                             device_map=args.device_map)
+                             device_map=args.device_map,
+                             states_server=reach.states_server(states_server, hidden_states_dir))
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
         args.emit(result, render_accept)

@@ -6,7 +6,7 @@ import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from .common import error_edge, reporter, use_threads
-from .options import AuditArgs, MaxNewTokens, audit_command
+from .options import AuditArgs, MaxNewTokens, ServerArgs, audit_command, server_option
 
 
 @audit_command(without=("device_map",))
@@ -14,6 +14,8 @@ def fingerprint(
     ctx: typer.Context,
     args: AuditArgs,
     max_new_tokens: MaxNewTokens = 64,
+    states_server: server_option("URL of an SGLang reference server (capture-only, the reference line of docs/server.md) to take every target state, the greedy continuation and the target's argmax at every position from, for a --target directory of config, tokenizer and embed_tokens.safetensors only (vLLM: not read).") = None,
+    reach: ServerArgs = ServerArgs(),
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
 
@@ -28,18 +30,22 @@ def fingerprint(
 
       eagle-audit fingerprint -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --json fp.json
 
+      eagle-audit fingerprint -t ./Kimi-K2.5-config -d ./draft --server http://127.0.0.1:30000   # no weights here
+
     Exit codes: 0 the weights agree with the declared wiring and the engine, 1 they do not (or no wiring fits
     this target), 2 bad input.
     """
     with error_edge():
         from ..fingerprint.render import render_fingerprint
         from ..fingerprint.run import FingerprintOptions, run_fingerprint
+        from .accept_rate import server_hints
 
         use_threads(args.threads)
         args = args.with_defaults()
         args.check_outputs()
-        opts = FingerprintOptions(**args.library(ctx), max_new_tokens=max_new_tokens)
-        with reporter(args.json_out) as (status, progress):
+        opts = FingerprintOptions(**args.library(ctx), max_new_tokens=max_new_tokens,
+                                  states_server=reach.states_server(states_server))
+        with reporter(args.json_out) as (status, progress), server_hints():
             result = run_fingerprint(opts, status, progress)
         args.emit(result, render_fingerprint)
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)

@@ -28,7 +28,7 @@ Assumptions, named:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ..conventions import Convention, Wiring, builtin_conventions
 from ..draft.read import DraftSpec, read_draft
@@ -71,6 +71,7 @@ class FingerprintOptions:
     use_installed_engine: bool = True
     prompt_ids: tuple[tuple[int, ...], ...] | None = None
     command: str | None = None  # the CLI line that reproduces this run (None: library call)
+    states_server: Any = None  # eagle_audit.served.source.StatesServer: every state from it (a weights-free target)
 
 
 @dataclass(frozen=True)
@@ -141,13 +142,27 @@ def prepare_corpus(target, prompt_ids: Sequence[Sequence[int]], max_new_tokens: 
                    status: Callable[[str], None] | None = None,
                    progress: Callable[[int, int], None] | None = None) -> Corpus:
     """The target's greedy continuations of the prompts, and one teacher-forced pass per sequence
-    capturing every state (reusable for several drafts of the same target)."""
+    capturing every state its source gives (reusable for several drafts of the same target). The states
+    and the argmax at every position are reserved first, so a source whose continuations carry them (a
+    server) answers the teacher-forced pass from its memo."""
+    from ..source import NEXT_TOKENS, CannotGive, as_source
+
     say = status or (lambda m: None)
-    cands = all_states(target.info.num_layers)
+    source = as_source(target)
+    cands = searched_states(source)
+    source.reserve(cands, next_tokens=True)  # a source that cannot give the argmax says so here (exit 2) ...
+    if not source.spec.can(NEXT_TOKENS):  # ... or here, before anything is generated
+        raise CannotGive(source.spec, "the target's argmax at every position", "its backend cannot give it")
     say(f"target generates greedy continuations of {len(prompt_ids)} prompts")
     seqs = continuations(target, prompt_ids, max_new_tokens)
     say(f"one teacher-forced pass per sequence capturing {len(cands)} states")
     return capture_corpus(target, seqs, cands, progress=progress)
+
+
+def searched_states(source) -> tuple[State, ...]:
+    """The candidate states: every state of the target (``B0``..``BN``, ``BN+norm``) its source gives (a
+    server: what its launch captures)."""
+    return tuple(s for s in all_states(source.info.num_layers) if s in set(source.spec.states))
 
 
 def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple[str, tuple[State, ...]]], flags,
@@ -317,8 +332,9 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     opened)."""
     import time
 
+    from ..inputs import source_request
     from ..prompts import encode, load_prompts
-    from ..source import SourceRequest, open_source
+    from ..source import open_source
 
     say = status or (lambda m: None)
     if opts.trainer == MEASURED:
@@ -331,9 +347,16 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     require_eagle3(spec, "fingerprint")
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
+    if source is None and opts.states_server is not None:
+        from ..served.source import has_weights
+
+        if has_weights(str(opts.target)):  # the states would silently come from the weights instead
+            raise AuditError(f"{param('states_server')} takes every target state from the server, but "
+                             f"{param('target', str(opts.target))} holds weights: name a directory of config.json, "
+                             "the tokenizer and embed_tokens.safetensors only (docs/server.md), or leave the server out")
     if source is None:
         say(f"loading target {opts.target}")
-    target = source if source is not None else open_source(SourceRequest(opts.target, opts.device, opts.dtype), say)
+    target = source if source is not None else open_source(source_request(opts), say)
     info = target.info
     check_target_fit(spec, info)
     declared, trainer = resolve_trained(spec, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
@@ -350,6 +373,12 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     notes.append(f"draft flags as trained: {flags.to_json()}")
     t0 = time.perf_counter()
     corpus = prepare_corpus(target, prompt_ids, opts.max_new_tokens, say, progress)
+    left_out = [s.label() for s in all_states(info.num_layers) if s not in corpus.candidates]
+    if left_out:
+        from ..source import as_source
+
+        notes.append(f"states searched: the {len(corpus.candidates)} that {as_source(target).spec.origin} gives; not searched: "
+                     f"{', '.join(left_out)} (a slot trained on one of them is named by its nearest searched state)")
     t1 = time.perf_counter()
     inf = infer_wiring(target, spec, corpus, starting_points(spec, info, declared.wiring, engine), flags, say)
     inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
@@ -367,12 +396,18 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
 def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str | None = None,
                 prompts: str | None = None, prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8,
                 max_tokens: int = 256, max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto",
-                use_installed_engine: bool = True) -> FingerprintResult:
-    """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids)."""
+                use_installed_engine: bool = True, server=None) -> FingerprintResult:
+    """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids). ``server``: a
+    reference SGLang server (URL or :class:`eagle_audit.served.source.StatesServer`) to take every target
+    state and the argmax at every position from, for a ``target`` directory without weights."""
+    if isinstance(server, str):
+        from ..served.source import StatesServer
+
+        server = StatesServer(server)
     return run_fingerprint(FingerprintOptions(
         target=target, draft=draft, engine=engine, trainer=trainer, prompts=prompts, max_prompts=max_prompts,
         max_tokens=max_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
-        max_new_tokens=max_new_tokens,
+        max_new_tokens=max_new_tokens, states_server=server,
         prompt_ids=tuple(tuple(p) for p in prompt_ids) if prompt_ids is not None else None))
 
 

@@ -21,6 +21,24 @@ What the reply holds (``meta_info.hidden_states``, ``tokenizer_manager.py:2598-2
   request with ``c`` output tokens carries ``P + c - 1`` rows; fewer is a reply that ends early;
 * each row is ``K*H`` floats, the K captures concatenated in capture-loop order
   (``logits_processor.py:853-869``, ``pack_aux_hidden_states`` ``layers/aux_hidden_states.py:97-102``).
+
+The target's argmax at every position (``next_tokens``: what ``fingerprint`` scores the draft against) comes
+with the same request when asked: ``return_logprob: true, logprob_start_len: 0, top_logprobs_num: 1``
+(``managers/io_struct.py:229-247``, defaults ``:565-570``: ``logprob_start_len`` -1 = output tokens only).
+
+* ``meta_info.input_top_logprobs`` holds one entry per prompt token: the first is ``null`` (no prediction
+  for it) and entry i the top-1 ``[logprob, token id, null]`` of the logits at position i - 1; the last
+  prompt position's top-1 is popped there (``managers/scheduler_components/logprob_result_processor.py:58-85``)
+  and is the first entry of ``meta_info.output_top_logprobs``, one per output token
+  (``:330-347``; ``managers/tokenizer_manager.py:2840-2960`` writes both, ``:3118-3136`` the ``null``);
+* they are taken from the final-norm logits of the same forward whose aux states are returned: the stored
+  states are the full capture, not the logprob-pruned rows (``layers/logits_processor.py:853-872`` vs
+  ``:632-660``), so the two compose;
+* ``logprob_start_len: 0`` caps the radix-cache match at 0 tokens (``managers/schedule_batch.py:1766-1775``):
+  no prefix is reused, on top of the ``extra_key``; input logprobs are summed over prefill chunks
+  (``logprob_result_processor.py:218-300``), the states are not (above: the launch line keeps one chunk);
+* the argmax after a decoded token is that step's top-1 (``output_top_logprobs``), which a greedy request
+  samples: it must equal ``output_ids`` (checked).
 """
 
 from __future__ import annotations
@@ -49,7 +67,7 @@ class ServedStates:
 
     ``states``: ``[T, K, H]`` float32, T = ``len(prompt) + len(output_ids) - 1`` positions (the prompt, then
     every output token but the last, which is never fed); slot i is ``capture.states[i]``.
-    ``token_ids``: the token at each position."""
+    ``token_ids``: the token at each position; ``next_tokens`` (when asked): the target's argmax after each."""
 
     source: str
     prompt: tuple[int, ...]
@@ -58,6 +76,7 @@ class ServedStates:
     capture: Capture
     finish_reason: str | None = None
     notes: tuple[str, ...] = ()
+    next_tokens: tuple[int, ...] | None = None  # [T]: the target's argmax after each position (None: not asked)
 
     @property
     def token_ids(self) -> tuple[int, ...]:
@@ -67,27 +86,34 @@ class ServedStates:
         return self.states[:, i, :]  # [T, H]
 
 
-def request_body(ids: Sequence[int], max_new_tokens: int, extra_key: str | None = None) -> dict:
-    return {"input_ids": [int(t) for t in ids],
+def request_body(ids: Sequence[int], max_new_tokens: int, extra_key: str | None = None,
+                 next_tokens: bool = False) -> dict:
+    body = {"input_ids": [int(t) for t in ids],
             "sampling_params": {**SGLANG_NEUTRAL, "max_new_tokens": int(max_new_tokens)},
             "return_hidden_states": True, "stream": False,
             "extra_key": extra_key or EXTRA_KEY_PREFIX + uuid.uuid4().hex}
+    if next_tokens:  # the top-1 at every prompt position and every output token (module docstring)
+        body.update(return_logprob=True, logprob_start_len=0, top_logprobs_num=1, return_text_in_logprobs=False)
+    return body
 
 
 def read_sglang_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture,
-                       max_new_tokens: int = 1, progress: Progress | None = None) -> tuple[ServedStates, ...]:
+                       max_new_tokens: int = 1, progress: Progress | None = None,
+                       next_tokens: bool = False) -> tuple[ServedStates, ...]:
     """Every prompt's states from an SGLang capture-only server launched as ``capture`` says (its width
     ``capture.slots * capture.hidden_size`` is enforced per row). ``max_new_tokens`` > 1 also returns the
-    greedy continuation and the states of its tokens."""
+    greedy continuation and the states of its tokens; ``next_tokens`` the target's argmax after every
+    position (:attr:`ServedStates.next_tokens`)."""
     if max_new_tokens < 1:
         raise ServerError(f"{param('max_new_tokens')} must be >= 1 (the prefill samples one token)")
     key, _ = resolve_key(opts.api_key, "sglang")
     http_ = _Http(opts.url, key, opts.timeout, _Clock(opts.deadline))
-    return tuple(_one(http_, i, ids, capture, max_new_tokens, len(prompts), progress) for i, ids in enumerate(prompts))
+    return tuple(_one(http_, i, ids, capture, max_new_tokens, len(prompts), progress, next_tokens)
+                 for i, ids in enumerate(prompts))
 
 
 def _one(http_: _Http, i: int, ids: Sequence[int], capture: Capture, max_new: int, total: int,
-         progress: Progress | None) -> ServedStates:
+         progress: Progress | None, next_tokens: bool = False) -> ServedStates:
     where = f"server {http_.url}/generate (prompt {i})"
     prompt = tuple(int(t) for t in ids)
     reader = StatesReader(len(prompt) + max_new - 1, capture.width, where,
@@ -99,7 +125,7 @@ def _one(http_: _Http, i: int, ids: Sequence[int], capture: Capture, max_new: in
             progress(i, total, reader.received)
 
     try:
-        reply = http_.request("POST", "/generate", request_body(prompt, max_new), sink=sink)
+        reply = http_.request("POST", "/generate", request_body(prompt, max_new, next_tokens=next_tokens), sink=sink)
         http_.check(reply, "/generate")
         rest, rows, elements = reader.finish()
     except BadStates as e:
@@ -145,7 +171,41 @@ def _one(http_: _Http, i: int, ids: Sequence[int], capture: Capture, max_new: in
         raise BadServerReply(f"{where}: {decode_rows} decoded-token states for {len(out)} output tokens "
                              f"(at most {want})")
     states = rows.reshape(rows.shape[0], capture.slots, capture.hidden_size)
-    return ServedStates(f"sglang {http_.url}", prompt, out, states, capture, kind, tuple(notes))
+    nxt = argmax_after(meta, prompt, out, where) if next_tokens else None
+    return ServedStates(f"sglang {http_.url}", prompt, out, states, capture, kind, tuple(notes), nxt)
+
+
+def _top1(entry, what: str, where: str) -> int:
+    """The token id of a top-logprobs entry ``[[logprob, id, text], ...]`` (its first, the top-1)."""
+    if (isinstance(entry, list) and entry and isinstance(entry[0], list) and len(entry[0]) >= 2
+            and isinstance(entry[0][1], int) and not isinstance(entry[0][1], bool) and entry[0][1] >= 0):
+        return entry[0][1]
+    raise BadServerReply(f"{where}: meta_info.{what} is not a list of [logprob, token id, text] lists")
+
+
+def argmax_after(meta: Mapping, prompt: Sequence[int], out: Sequence[int], where: str) -> tuple[int, ...]:
+    """The target's argmax after each of the ``len(prompt) + len(out) - 1`` fed positions, from the reply's
+    ``input_top_logprobs`` (prompt positions 1..P-1 predicted from 0..P-2) and ``output_top_logprobs`` (the
+    rest); see the module docstring for the layout."""
+    itl, otl = meta.get("input_top_logprobs"), meta.get("output_top_logprobs")
+    if not isinstance(itl, list):
+        raise BadServerReply(f"{where}: the reply carries no meta_info.input_top_logprobs (the request asked for "
+                             "return_logprob with top_logprobs_num 1 from position 0)")
+    if len(itl) != len(prompt):
+        raise BadServerReply(f"{where}: meta_info.input_top_logprobs has {len(itl)} entries for {len(prompt)} prompt "
+                             "tokens (a prefix-cache hit or another logprob_start_len)")
+    if itl[0] is not None:
+        raise BadServerReply(f"{where}: meta_info.input_top_logprobs[0] is not null (the first prompt token has no "
+                             "prediction in SGLang 0.5.23's layout)")
+    inp = [_top1(e, "input_top_logprobs", where) for e in itl[1:]]
+    if not isinstance(otl, list) or len(otl) != len(out):
+        raise BadServerReply(f"{where}: meta_info.output_top_logprobs does not hold one entry per output token")
+    dec = [_top1(e, "output_top_logprobs", where) for e in otl]
+    if dec != list(out):
+        j = next(k for k, (a, b) in enumerate(zip(dec, out)) if a != b)
+        raise BadServerReply(f"{where}: output token {j} is {out[j]} but the top-1 there is {dec[j]}: the server did "
+                             "not decode greedily")
+    return tuple(inp + dec)  # [P - 1 + c] = one per fed position
 
 
 def _layout(elements: Sequence[Element]) -> tuple[int, int, bool]:

@@ -10,9 +10,15 @@ matched against the reference and serving lines.
 
 * ``teacher_forced``: one ``/generate`` (1 new token) per sequence not memoised; a state the server does not
   capture is refused (:class:`CannotGive`) with the reference launch line; ``next_tokens`` (the argmax at
-  every position) is not handed out by a capture-only server: refused.
-* ``continuations``: the server's greedy continuation (``max_new`` tokens); the states of its tokens come
-  with it and are memoised for the sequence ``prompt + continuation[:-1]``.
+  every position, ``fingerprint``'s labels) come with the same request from SGLang (``input_top_logprobs``,
+  :mod:`eagle_audit.served.sglang`), and are refused for vLLM (:data:`eagle_audit.served.vllm.NO_NEXT_TOKENS`).
+* ``continuations``: the server's greedy continuation of ``max_new`` tokens, asked for ``max_new + 1``: the
+  last output token is never fed, so the states of every kept token come with the one request and are
+  memoised for ``prompt + continuation`` (what ``accept-rate`` and ``fingerprint`` teacher-force next: no
+  second request), with the argmax at every position when reserved (:meth:`reserve`). A continuation the
+  server ends at an EOS token is memoised as ``prompt + continuation[:-1]`` (the EOS token is never fed);
+  teacher-forcing it whole is then one more request. Assumed: the first ``max_new`` greedy tokens of a
+  ``max_new + 1`` request are those of a ``max_new`` one (one request at a time, same server).
 * ``embedding`` / ``lm_head``: from ``embed_tokens.safetensors`` in the target directory
   (``model.embed_tokens.weight``, ``lm_head.weight``), else refused.
 """
@@ -27,7 +33,8 @@ from typing import Iterable, Mapping, Sequence
 from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerError, ServerOptions, _Clock, _Http, detect, resolve_key
 from ..errors import param
 from ..source.memo import Memo
-from ..source.spec import EMBEDDING, GENERATE, LM_HEAD, TEACHER_FORCED, CannotGive, Counts, Forced, SourceRequest, SourceSpec
+from ..source.spec import (EMBEDDING, GENERATE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, CannotGive, Counts, Forced,
+                           SourceRequest, SourceSpec)
 from ..states import State
 from .launch import Capture, TargetShape, sglang_reference, vllm_reference
 
@@ -113,7 +120,8 @@ class ServedSource:
         self.capture = server_capture(server, shape)
         self.counts.loads += 1
         self._embed_file = Path(request.target) / EMBED_FILE
-        gives = {TEACHER_FORCED, GENERATE} | ({EMBEDDING, LM_HEAD} if self._embed_file.exists() else set())
+        gives = ({TEACHER_FORCED, GENERATE} | ({EMBEDDING, LM_HEAD} if self._embed_file.exists() else set())
+                 | ({NEXT_TOKENS} if self.capture.engine == "sglang" else set()))
         labels = ", ".join(s.label() for s in self.capture.states)
         self.spec = SourceSpec(name=self.info.name, backend="server",
                                origin=f"{self.capture.engine} server {server.url} (states {labels})"
@@ -134,11 +142,11 @@ class ServedSource:
         return {ids} if isinstance(ids, int) else set(ids or ())
 
     # ------------------------------------------------------------------ states
-    def _read(self, prompts: Sequence[Sequence[int]], max_new: int):
+    def _read(self, prompts: Sequence[Sequence[int]], max_new: int, next_tokens: bool = False):
         from . import read_served_states
 
         return read_served_states(self.server.options(), prompts, self.capture, max_new_tokens=max_new,
-                                  hidden_states_dir=self.server.hidden_states_dir)
+                                  hidden_states_dir=self.server.hidden_states_dir, next_tokens=next_tokens)
 
     def _to_states(self, served, states: Iterable[State]) -> dict:
         import torch
@@ -147,8 +155,11 @@ class ServedSource:
         return {s: torch.from_numpy(served.states[:, index[s], :].copy()) for s in states}
 
     def _forward_one(self, ids: tuple[int, ...], states: tuple[State, ...], next_tokens: bool):
-        got = self._read([ids], 1)[0]
-        return self._to_states(got, states), None
+        import torch
+
+        got = self._read([ids], 1, next_tokens)[0]
+        nxt = torch.tensor(got.next_tokens, dtype=torch.long) if got.next_tokens is not None else None  # [L]
+        return self._to_states(got, self.capture.states), nxt  # every served state: a later ask is a memo hit
 
     def teacher_forced(self, sequences: Sequence[Sequence[int]], states: Iterable[State], *,
                        next_tokens: bool = False, progress=None) -> list[Forced]:
@@ -160,24 +171,42 @@ class ServedSource:
                              "the server does not capture " + ("them" if len(missing) > 1 else "it"),
                              hint=f"start the server with: {ref.line}" if ref and ref.capture else None)
         if next_tokens:
-            raise CannotGive(self.spec, "the target's argmax at every position",
-                             "a capture-only server returns states and its own continuation only")
+            self._need_next()
         return self._memo.forced(self._forward_one, sequences, wanted, next_tokens, progress)
 
+    def _need_next(self) -> None:
+        if not self.spec.can(NEXT_TOKENS):
+            from .vllm import NO_NEXT_TOKENS
+
+            raise CannotGive(self.spec, "the target's argmax at every position", NO_NEXT_TOKENS)
+
     def reserve(self, states: Iterable[State], next_tokens: bool = False) -> None:
-        self._memo.reserve([s for s in states if s in self.capture.states], False)
+        if next_tokens:
+            self._need_next()
+        self._memo.reserve([s for s in states if s in self.capture.states], next_tokens)
 
     def _generate(self, prompts, max_new: int, batch: int, progress):
         import time
 
+        import torch
+
         t0 = time.perf_counter()
+        eos = self.eos_ids()
+        nxt = self._memo._reserved_next
         outs = []
         for i, p in enumerate(prompts):
-            got = self._read([p], max_new)[0]
-            outs.append(got.output_ids)
-            key = tuple(got.token_ids)  # the states of the continuation's tokens came with it
+            got = self._read([p], max_new + 1, nxt)[0]
+            out = got.output_ids[:max_new]
+            stop = next((j for j, t in enumerate(out) if t in eos), None)
+            out = out[:stop + 1] if stop is not None else out
+            outs.append(out)
+            # the states of the kept tokens came with it: every fed position up to prompt + out
+            n = min(len(p) + len(out), len(got.token_ids))
+            key = tuple(got.token_ids[:n])
             if key not in self._memo._forced:
-                self._memo._keep(key, Forced(key, self._to_states(got, self.capture.states), None))
+                states = {s: t[:n] for s, t in self._to_states(got, self.capture.states).items()}
+                labels = torch.tensor(got.next_tokens[:n], dtype=torch.long) if got.next_tokens is not None else None
+                self._memo._keep(key, Forced(key, states, labels))
             if progress:
                 progress(i + 1, len(prompts))
         return outs, time.perf_counter() - t0

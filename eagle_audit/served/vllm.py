@@ -41,6 +41,15 @@ from .sglang import Progress, ServedStates
 from .stream import BadStates
 
 _DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+
+#: why a vLLM states server gives no argmax at every position here. vLLM 0.33.0 could: a completion's
+#: ``prompt_logprobs`` (``entrypoints/openai/completion/protocol.py:99``, ``:573-585``) are computed from the
+#: same forward's final hidden states (``v1/worker/gpu_model_runner.py:3554-3558``, ``:5245-5352``; the
+#: new runner ``v1/worker/gpu/model_runner.py:2213-2221``) whatever the speculative method, and no check
+#: refuses them with ``extract_hidden_states``; asking for them also turns prefix-cache reads off
+#: (``sampling_params.py:625-632``). This client does not ask for them, and no test server answers them.
+NO_NEXT_TOKENS = ("the target's argmax at every position is read from SGLang replies only (vLLM's prompt_logprobs "
+                  "are not read by this version): start an SGLang reference server for fingerprint")
 MAX_HEADER = 1 << 20
 
 

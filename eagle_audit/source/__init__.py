@@ -7,9 +7,9 @@ analysis asks it for teacher-forced states, greedy continuations and what the dr
 
 from .protocol import StateSource
 from .registry import BACKENDS, Backend, as_source, open_source
-from .spec import (CAPABILITIES, EMBEDDING, GENERATE, LIVE, LM_HEAD, TEACHER_FORCED, WEIGHTS, CannotGive, Counts,
+from .spec import (CAPABILITIES, EMBEDDING, GENERATE, LIVE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, WEIGHTS, CannotGive, Counts,
                    Forced, SourceRequest, SourceSpec)
 
 __all__ = ["BACKENDS", "Backend", "CAPABILITIES", "CannotGive", "Counts", "EMBEDDING", "Forced", "GENERATE", "LIVE",
-           "LM_HEAD", "SourceRequest", "SourceSpec", "StateSource", "TEACHER_FORCED", "WEIGHTS", "as_source",
+           "LM_HEAD", "NEXT_TOKENS", "SourceRequest", "SourceSpec", "StateSource", "TEACHER_FORCED", "WEIGHTS", "as_source",
            "open_source"]

@@ -22,13 +22,14 @@ from ..errors import AuditError
 from ..states import State
 
 #: What a source may be able to give beyond teacher-forced states (:attr:`SourceSpec.gives`).
-TEACHER_FORCED = "teacher_forced"  # states (and next tokens) of given token-id sequences
+TEACHER_FORCED = "teacher_forced"  # states of given token-id sequences
+NEXT_TOKENS = "next_tokens"  # ... and the target's argmax after each of their positions (fingerprint's labels)
 GENERATE = "generate"  # the target's greedy continuations of prompts
 EMBEDDING = "embedding"  # the target's input embedding matrix (the draft runtime borrows it)
 LM_HEAD = "lm_head"  # the target's output head (drafts with no lm_head of their own borrow it)
 LIVE = "live"  # incremental KV-cached forwards (``accept-rate --live``)
 WEIGHTS = "weights"  # the loaded model itself (``train-canary`` copies a layer and the final norm)
-CAPABILITIES = (TEACHER_FORCED, GENERATE, EMBEDDING, LM_HEAD, LIVE, WEIGHTS)
+CAPABILITIES = (TEACHER_FORCED, NEXT_TOKENS, GENERATE, EMBEDDING, LM_HEAD, LIVE, WEIGHTS)
 
 
 class CannotGive(AuditError):

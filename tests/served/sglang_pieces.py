@@ -20,6 +20,18 @@
   (``layers/aux_hidden_states.py:97-102``), and each architecture's setter and capture loop
   (tests/engine/sglang_engine.py).
 
+* the logprob path (``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``): ``get_top_logprobs_raw``
+  (``layers/logprob_processor.py:98-130``) on the tiny model's log-softmax; the scheduler's
+  ``SchedulerLogprobResultProcessor.add_logprob_return_values`` / ``add_input_logprob_return_values`` and the
+  helpers they call (``managers/scheduler_components/logprob_result_processor.py:25-420``: the leading ``None``,
+  the popped last position); the accumulator's logprob lists (``output_streamer.py:566-655``, the same
+  ``accept``); ``TokenizerManager.convert_logprob_style`` / ``add_logprob_to_meta_info`` /
+  ``detokenize_*`` (``managers/tokenizer_manager.py:2840-3136``), which write ``meta_info``; and
+  ``Req._compute_max_prefix_len`` (``schedule_batch.py:1766-1785``), the radix-cache cap a logprob request
+  sets. Not run: the logits processor that picks the logprob rows (``layers/logits_processor.py:724-850``, it
+  needs a ForwardBatch on the device): every position of the forward is passed, as it picks with
+  ``logprob_start_len`` 0.
+
 What cannot run, cited instead: the scheduler's decision to store a chunk's states,
 ``should_commit_output = ... and req.inflight_middle_chunks <= 0`` inside ``process_batch_result_prefill``
 (``batch_result_processor.py:305-309``, passed as ``store=`` at ``:333-341``; the chunk is counted in flight at
@@ -54,6 +66,8 @@ ARG_FIELDS = {  # module -> namespace classes, as server_args.py:138-183 imports
 }
 COMMON = "sglang/srt/utils/common.py"
 BRP = "sglang/srt/managers/scheduler_components/batch_result_processor.py"
+LOGPROB_RP = "sglang/srt/managers/scheduler_components/logprob_result_processor.py"
+TOKENIZER_MANAGER = "sglang/srt/managers/tokenizer_manager.py"
 STREAMER = "sglang/srt/managers/scheduler_components/output_streamer.py"
 
 
@@ -143,8 +157,41 @@ class SGLangPieces:
     @lru_cache(maxsize=None)
     def accumulator(self):
         ns = {"pack_beam_search_output": None, "compute_weight_version_spans": lambda *a, **k: None,
-              "_scheduler_decode_latency": lambda ts: None, "DisaggregationMode": None}
-        return self.src.cls(STREAMER, "_GenerationStreamAccumulator", ("_beam_admits", "accept"), (object,), ns)
+              "_scheduler_decode_latency": lambda ts: None,
+              "DisaggregationMode": types.SimpleNamespace(DECODE="decode")}
+        return self.src.cls(STREAMER, "_GenerationStreamAccumulator", ("__post_init__", "_beam_admits", "accept"),
+                            (object,), ns)
+
+    # ------------------------------------------------------------------ the logprob path
+
+    @lru_cache(maxsize=None)
+    def top_logprobs(self):
+        """``(get_top_logprobs_raw, LogprobStage)``."""
+        import enum
+
+        ns = self.src.definitions("sglang/srt/layers/logprob_processor.py", ("LogprobStage", "get_top_logprobs_raw"),
+                                  {"Enum": enum.Enum, "auto": enum.auto, "torch": torch, "List": typing.List,
+                                   "Optional": typing.Optional})
+        return ns["get_top_logprobs_raw"], ns["LogprobStage"]
+
+    @lru_cache(maxsize=None)
+    def logprob_processor(self):
+        methods = ("_process_input_token_logprobs", "_process_input_top_logprobs", "_process_input_token_ids_logprobs",
+                   "_calculate_relevant_tokens_len", "_scoring_positions", "_uses_scoring_positions",
+                   "add_input_logprob_return_values", "add_logprob_return_values",
+                   "_initialize_empty_logprob_containers")
+        return self.src.cls(LOGPROB_RP, "SchedulerLogprobResultProcessor", methods, (object,),
+                            {"torch": torch, "MIS_DELIMITER_TOKEN_ID": None})
+
+    @lru_cache(maxsize=None)
+    def tokenizer_logprobs(self):
+        methods = ("convert_logprob_style", "add_logprob_to_meta_info", "detokenize_logprob_tokens",
+                   "detokenize_top_logprobs_tokens")
+        return self.src.cls(TOKENIZER_MANAGER, "TokenizerManager", methods, (object,), {})
+
+    @lru_cache(maxsize=None)
+    def max_prefix_len(self):
+        return self.src.function("sglang/srt/managers/schedule_batch.py", "Req._compute_max_prefix_len", {})
 
     @lru_cache(maxsize=None)
     def through_stop(self):

@@ -11,7 +11,12 @@ capture-only server does, built from the wheel's own pieces (tests/served/sglang
    and appended by ``_append_prefill_hidden_states`` (``store`` by the scheduler's middle-chunk rule) /
    ``_append_decode_hidden_states``; ``_GenerationStreamAccumulator.accept`` cuts them at ``finished_len``;
 3. the radix cache is keyed by ``(extra_key, tokens)`` (``radix_cache.py:223-247``): a request sharing a
-   cached prefix under the same key prefills only the suffix and reports ``cached_tokens``.
+   cached prefix under the same key prefills only the suffix and reports ``cached_tokens``; the match is
+   capped by the wheel's ``Req._compute_max_prefix_len`` (a logprob request from position 0: no match);
+4. ``return_logprob`` (``logprob_start_len``, ``top_logprobs_num``): the tiny model's log-softmax at every
+   position goes through the wheel's ``get_top_logprobs_raw``, the scheduler's logprob processor per prefill
+   chunk and decode step, the accumulator and the tokenizer manager's ``convert_logprob_style``, which writes
+   ``meta_info.input_top_logprobs`` / ``output_top_logprobs`` (tests/served/sglang_pieces.py).
 
 Faults (:class:`Faults`) are injected into the captures before packing, or into the reply.
 """
@@ -68,6 +73,12 @@ class Target:
         return torch.stack(hs).float().cpu()
 
     @torch.no_grad()
+    def logprobs(self, ids: list[int]) -> torch.Tensor:
+        """``[T, vocab]`` float32: the log-softmax of the logits after each position."""
+        out = self.model(torch.tensor([ids], device=self.device))
+        return torch.log_softmax(out.logits[0].float(), -1).cpu()
+
+    @torch.no_grad()
     def greedy(self, ids: list[int], n: int) -> list[int]:
         seq = list(ids)
         for _ in range(n):
@@ -120,8 +131,14 @@ class FakeSGLang:
         ids = [int(t) for t in body["input_ids"]]
         n = int(body["sampling_params"]["max_new_tokens"])
         key = None if self.faults.ignore_extra_key else body.get("extra_key")
+        # GenerateReqInput's defaults (io_struct.py:565-570)
+        want_lp = bool(body.get("return_logprob") or False)
+        lp_start = -1 if body.get("logprob_start_len") is None else int(body["logprob_start_len"])
+        top_k = int(body.get("top_logprobs_num") or 0)
+        cap = self.pieces.max_prefix_len()(types.SimpleNamespace(
+            dllm_config=None, return_logprob=want_lp, logprob_start_len=lp_start, is_dllm=lambda: False), len(ids))
         cached = 0
-        for m in range(len(ids) - 1, 0, -1):  # the longest cached prefix, one token always computed
+        for m in range(cap, 0, -1):  # the longest cached prefix the request may reuse
             if (key, tuple(ids[:m])) in self.tree:
                 cached = m
                 break
@@ -134,6 +151,7 @@ class FakeSGLang:
                                     finished_len=None, output_ids=[])
         full = types.SimpleNamespace(is_full=lambda: True, is_last=lambda: False)
         append_prefill, append_decode = self.pieces.append_prefill(), self.pieces.append_decode()
+        lp = _Logprobs(self.pieces, self.target, ids, out_ids, lp_start, top_k, cached) if want_lp else None
         # prefill: the uncached suffix, in chunks; a middle chunk is not stored (batch_result_processor.py:305-309)
         starts = list(range(cached, len(ids), self.chunk or len(ids)))
         for c, a in enumerate(starts):
@@ -142,6 +160,8 @@ class FakeSGLang:
             middle = c < len(starts) - 1
             append_prefill(None, req=req, logits_output=types.SimpleNamespace(hidden_states=packed),
                            hidden_state_offset=0, capture_hidden_mode=full, extend_input_len=z - a, store=not middle)
+            if lp:
+                lp.prefill(a, z, last=not middle)
         req.output_ids.append(out_ids[0])
         for j in range(1, n):  # decode: the forward of output token j-1 (position P + j - 1)
             p = len(ids) + j - 1
@@ -149,19 +169,24 @@ class FakeSGLang:
             req.output_ids.append(out_ids[j])
             if j <= n - 1 - self.faults.drop_decode:
                 append_decode(req=req, hidden_states=packed, start=0, accept_len=1)
+            if lp:
+                lp.decode(p, out_ids[j])
         req.finished_len = n  # FINISH_LENGTH at max_new_tokens (schedule_batch.py:2037-2042)
-        hidden = self._accept(req, ids, cached)
+        acc = self._accept(req, ids, cached, lp)
+        hidden = acc.output_hidden_states[0] if acc.output_hidden_states else None
         meta = {"id": f"req-{self.requests}", "finish_reason": {"type": "length", "length": n},
-                "prompt_tokens": len(ids), "weight_version": "default", "num_retractions": 0,
-                "reasoning_tokens": 0, "completion_tokens": n,
-                "cached_tokens": 0 if self.faults.hide_cached else cached}
+                "prompt_tokens": len(ids), "weight_version": "default", "num_retractions": 0}
+        if lp:  # tokenizer_manager.py:2520-2530, before the token counts and the states
+            lp.meta_info(acc, meta)
+        meta.update({"reasoning_tokens": 0, "completion_tokens": n,
+                     "cached_tokens": 0 if self.faults.hide_cached else cached})
         if hidden is not None:
             meta["hidden_states"] = hidden
         self.requests += 1
         return {"text": "", "output_ids": out_ids, "meta_info": meta}
 
-    def _accept(self, req, ids: list[int], cached: int):
-        """The wheel's ``_GenerationStreamAccumulator.accept`` on the finished request: what it hands on."""
+    def _accept(self, req, ids: list[int], cached: int, lp: "_Logprobs | None" = None):
+        """The wheel's ``_GenerationStreamAccumulator.accept`` on the finished request: the accumulator."""
         acc_cls = self.pieces.accumulator()
         acc = acc_cls()
         for name in ("rids", "output_reqs", "finished_reasons", "output_ids", "prompt_tokens", "reasoning_tokens",
@@ -172,9 +197,12 @@ class FakeSGLang:
         acc.customized_info = {}
         acc.rust_server_mode = True  # skips the detokenizer bookkeeping, which takes no part in the states
         acc.spec_algorithm = types.SimpleNamespace(is_none=lambda: True)
-        acc.return_logprob = acc.return_sampling_mask = acc.return_routed_experts = acc.return_indexer_topk = False
+        acc.return_sampling_mask = acc.return_routed_experts = acc.return_indexer_topk = False
+        acc.return_logprob = lp is not None
         acc.return_hidden_states = True
-        acc.output_hidden_states = []
+        acc.disaggregation_mode = None
+        acc.has_input_top_logprobs_flat = False  # a dataclass default (output_streamer.py:397)
+        acc.__post_init__()  # the lists its flags need
         through = self.pieces.through_stop()
         full = types.SimpleNamespace(
             beam_group=None, finished=lambda: True, finished_output=False, finished_len=req.finished_len,
@@ -182,10 +210,87 @@ class FakeSGLang:
             finished_reason=types.SimpleNamespace(to_json=lambda: {"type": "length"}), origin_input_ids=ids,
             reasoning_tokens=0, cached_tokens=cached, get_mm_token_counts=lambda: (0, 0, 0), retraction_count=0,
             weight_version_events=[], time_stats=None, stream=False, return_hidden_states=req.return_hidden_states,
-            hidden_states=req.hidden_states, customized_info=None, is_retracted=False)
+            hidden_states=req.hidden_states, customized_info=None, is_retracted=False,
+            return_logprob=lp is not None, input_logprob_sent=False, logprob=lp.req.logprob if lp else None)
         full.output_ids_through_stop = through(full)
         acc.accept(req=full)
-        return acc.output_hidden_states[0] if acc.output_hidden_states else None
+        return acc
+
+
+class _Logprobs:
+    """One request's logprob path through the wheel's pieces (module docstring, 4.)."""
+
+    def __init__(self, pieces: SGLangPieces, target: Target, ids: list[int], out_ids: list[int], start: int,
+                 top_k: int, cached: int):
+        self.pieces, self.k = pieces, top_k
+        self.seq = ids + out_ids  # the token after position t is seq[t + 1]
+        self.lp = target.logprobs(ids + out_ids[:-1])  # [T, vocab]
+        self.top, self.stage = pieces.top_logprobs()
+        self.proc = pieces.logprob_processor()()
+        self.proc.model_config = types.SimpleNamespace(vocab_size=self.lp.shape[1])
+        self.start = len(ids) if start == -1 else max(start, cached)  # compute_extend_logprob_start_len
+        none = dict.fromkeys(("input_token_logprobs_val", "input_token_logprobs_idx", "input_top_logprobs_val",
+                              "input_top_logprobs_idx", "input_token_ids_logprobs_val",
+                              "input_token_ids_logprobs_idx", "input_top_logprobs_val_flat",
+                              "input_top_logprobs_idx_flat", "input_top_logprobs_flat_null_prefix"))
+        lists = {f"output_{n}": [] for n in ("token_logprobs_val", "token_logprobs_idx", "top_logprobs_val",
+                                             "top_logprobs_idx", "token_ids_logprobs_val", "token_ids_logprobs_idx")}
+        self.req = types.SimpleNamespace(
+            logprob=types.SimpleNamespace(**none, **lists, top_logprobs_num=top_k, token_ids_logprob=None),
+            input_token_logprobs=None, temp_input_top_logprobs_val=None, temp_input_top_logprobs_idx=None,
+            temp_input_token_ids_logprobs_val=None, temp_input_token_ids_logprobs_idx=None, is_prefill_only=False,
+            token_indices_to_pool=None, origin_input_ids=ids, logprob_start_len=start, return_logprob=True,
+            return_flat_raw_top_logprobs=False)
+
+    def _output(self, rows: range, stage, sampled_at: int | None) -> types.SimpleNamespace:
+        """A LogitsProcessorOutput of one forward: input logprobs over ``rows`` (token logprobs as the tuple
+        the processor asserts), top-k by ``get_top_logprobs_raw``; the sampled token's at ``sampled_at``."""
+        out = types.SimpleNamespace(input_token_logprobs=tuple(float(self.lp[t, self.seq[t + 1]]) for t in rows),
+                                    input_top_logprobs_val=None, input_top_logprobs_idx=None,
+                                    next_token_logprobs=None, next_token_top_logprobs_val=None,
+                                    next_token_top_logprobs_idx=None, next_token_token_ids_logprobs_val=None)
+        if self.k > 0 and len(rows):
+            out.input_top_logprobs_val, out.input_top_logprobs_idx = self.top(
+                self.lp[rows.start:rows.stop], [self.k], stage.PREFILL, extend_logprob_pruned_lens_cpu=[len(rows)])
+        if sampled_at is not None:
+            out.next_token_logprobs = [float(self.lp[sampled_at, self.seq[sampled_at + 1]])]
+            if self.k > 0:
+                out.next_token_top_logprobs_val, out.next_token_top_logprobs_idx = self.top(
+                    self.lp[sampled_at:sampled_at + 1], [self.k], stage.DECODE)
+        return out
+
+    def prefill(self, a: int, z: int, last: bool) -> None:
+        rows = range(max(self.start, a), z)
+        if not last:
+            if len(rows):
+                self.proc.add_input_logprob_return_values(0, self.req, self._output(rows, self.stage, None), 0,
+                                                          len(rows), last_prefill_chunk=False)
+            return
+        self.proc.add_logprob_return_values(0, self.req, 0, [self.seq[z]], len(rows),
+                                            self._output(rows, self.stage, z - 1))
+
+    def decode(self, p: int, token: int) -> None:
+        self.proc.add_logprob_return_values(0, self.req, 0, [token], 0, self._output(range(0), self.stage, p))
+
+    def meta_info(self, acc, meta: dict) -> None:
+        """``TokenizerManager.convert_logprob_style`` on the accumulator's batch (its fields as
+        ``output_streamer.py:754-770`` hands them on: the flat lists only when one is set)."""
+        tm = self.pieces.tokenizer_logprobs()()
+        tm.tokenizer = None
+        names = ("input_token_logprobs", "output_token_logprobs", "input_top_logprobs", "output_top_logprobs",
+                 "input_token_ids_logprobs", "output_token_ids_logprobs")
+        state = types.SimpleNamespace(
+            obj=types.SimpleNamespace(top_logprobs_num=self.k, token_ids_logprob=None,
+                                      return_flat_raw_top_logprobs=False, return_flat_raw_output_top_logprobs=False),
+            input_top_logprobs_flat_fields=None, input_top_logprobs_flat_num_rows=-1,
+            input_top_logprobs_scheduler_flat=None,
+            **{f"{n}_{x}": [] for n in names for x in ("val", "idx")}, **{n: [] for n in names})
+        recv = types.SimpleNamespace(**{f"{n}_{x}": getattr(acc, f"{n}_{x}") for n in names for x in ("val", "idx")})
+        flat = acc.has_input_top_logprobs_flat
+        recv.input_top_logprobs_val_flat = acc.input_top_logprobs_val_flat if flat else None
+        recv.input_top_logprobs_idx_flat = acc.input_top_logprobs_idx_flat if flat else None
+        recv.input_top_logprobs_flat_null_prefix = acc.input_top_logprobs_flat_null_prefix if flat else None
+        tm.convert_logprob_style(meta, state, self.k, None, False, recv, 0, finished=True)
 
 
 class _Handler(BaseHTTPRequestHandler):
