@@ -15,6 +15,11 @@ Steps (one process):
   of this process, the same bf16 model on the GPU, launched with the ids of exactly those states) on the
   weights-free copy. Each run twice, the second timed;
   the server's own time (forward, ``tolist``, JSON) is timed apart.
+* ``devmap``: the seam's device-map backend in bf16 (``device_map="auto"``, accelerate) against the same test
+  server, one run each: ``layers`` local, ``layers --server`` served vs that local capture, ``layers`` with no
+  weights here, then ``accept-rate`` local (device-map) and ``accept-rate`` with every state and the greedy
+  continuation from the server (``states_server``): verdicts, findings, slot cosines, accept lengths and the
+  backend each run's states came from (``provenance.source``).
 
 Run: python bench/served_gpu.py --work /root/w8b --tokenizer DIR --wheel SGLANG_WHEEL --out results.json [--tiny]
 """
@@ -154,6 +159,69 @@ def audit(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
     return res
 
 
+def devmap(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
+    import tempfile
+    import types
+
+    import torch
+
+    from eagle_audit import api
+    from eagle_audit.served import sglang_reference
+    from eagle_audit.served.launch import TargetShape
+    from eagle_audit.states import State
+    from eagle_audit.target import target_info
+    from sglang_engine import EngineRun
+    from sglang_pieces import SGLangPieces
+    from sglang_server import FakeSGLang, Target, serving
+
+    info = target_info(target)
+    n = info.num_layers
+    need = [2, n // 2 + 1, n - 2]
+    # a reference server launched for the states these audits read (every boundary: 31 slots, ~70 MB a reply)
+    launch = sglang_reference(TargetShape(target, info.architecture, n, info.hidden_size), wanted=[State(k) for k in need])
+    parsed = types.SimpleNamespace(enable_return_aux_hidden_states=True,
+                                   return_aux_hidden_state_layer_ids=list(launch.capture.ids), chunked_prefill_size=-1,
+                                   model_path=target)
+    fake = FakeSGLang(SGLangPieces(Path(wheel), Path(tempfile.mkdtemp())), EngineRun(Path(wheel)), [], target,
+                      info.architecture, target=Target(target, dev, torch.bfloat16), parsed=parsed)
+    kw = dict(trained_boundaries=need, max_prompts=8, device=dev, dtype="bfloat16")
+    akw = dict(kw, max_new_tokens=16, gen_batch=1, max_prompts=4)  # the tiny target's vocabulary has no room for a pad id
+    res: dict = {"reference_ids": list(launch.capture.ids)}
+
+    def timed(name, fn):
+        sync(dev)
+        t0 = time.perf_counter()
+        r = fn()
+        sync(dev)
+        res[f"{name}_s"] = round(time.perf_counter() - t0, 2)
+        res[f"{name}_backend"] = (r.provenance.get("source") or {}).get("backend")
+        al = (r.al("trained"), r.al("served")) if hasattr(r, "al") else [(f.code, f.slot) for f in r.findings]
+        print(name, res[f"{name}_s"], res[f"{name}_backend"], r.verdict, al, flush=True)  # a timeout keeps these
+        return r
+
+    local = timed("layers_devmap", lambda: api.audit_layers(target, draft, device_map="auto", scan=False, **kw))
+    with serving(fake) as url:
+        vs = timed("layers_server_vs_devmap", lambda: api.audit_layers(target, draft, device_map="auto", scan=False,
+                                                                          server=url, **kw))
+        nw = timed("layers_no_weights", lambda: api.audit_layers(bare, draft, server=url, scan=False, **kw))
+        acc_local = timed("accept_devmap", lambda: api.accept_rate(target, draft, device_map="auto", **akw))
+        acc_srv = timed("accept_states_server", lambda: api.accept_rate(bare, draft, states_server=url, **akw))
+    res["verdicts"] = {"layers_devmap": local.verdict, "layers_server_vs_devmap": vs.verdict,
+                       "layers_no_weights": nw.verdict, "accept_devmap": acc_local.verdict,
+                       "accept_states_server": acc_srv.verdict}
+    res["findings"] = {k: [(f.code, f.slot) for f in r.findings] for k, r in
+                       (("layers_devmap", local), ("layers_server_vs_devmap", vs), ("layers_no_weights", nw))}
+    res["served_vs_devmap_slots"] = [(s["expected"], s["verdict"], s["min_cosine"], s["rel_error"])
+                                     for s in (vs.served_states or {}).get("slots", [])]
+    res["slot_cosines_devmap_vs_no_weights"] = [[a.cosine, b.cosine] for a, b in zip(local.slots, nw.slots)]
+    res["accept_length"] = {"devmap": [acc_local.al("trained"), acc_local.al("served")],
+                            "states_server": [acc_srv.al("trained"), acc_srv.al("served")]}
+    res["same_verdicts"] = len(set(res["verdicts"].values())) == 1 or (
+        local.verdict == vs.verdict == nw.verdict and acc_local.verdict == acc_srv.verdict)
+    res["server_requests"] = fake.requests
+    return res
+
+
 def bare_copy(target: Path, out: Path) -> Path:
     from served_tiny import without_weights
 
@@ -234,6 +302,9 @@ def main() -> None:
         Path(a.out).write_text(json.dumps(res, indent=1))
     if "audit" in a.steps:
         res["audit"] = audit(made["target"], str(bare), made["draft"], a.wheel, dev)
+        Path(a.out).write_text(json.dumps(res, indent=1))
+    if "devmap" in a.steps:
+        res["devmap"] = devmap(made["target"], str(bare), made["draft"], a.wheel, dev)
     Path(a.out).write_text(json.dumps(res, indent=1))
     print(json.dumps({k: v for k, v in res.items() if k != "thresholds"}, indent=1))
     if "thresholds" in res:
