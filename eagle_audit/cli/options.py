@@ -272,7 +272,7 @@ class AcceptArgs:
 
 @dataclass(frozen=True)
 class ServerArgs:
-    """How a ``--server`` is reached (layers, accept-rate, check), declared once; what the command reads from it
+    """How a ``--server`` is reached (layers, accept-rate, check, fingerprint), declared once; what the command reads from it
     is its own ``--server`` (:func:`server_option`)."""
 
     server_kind: ServerKind = "auto"
