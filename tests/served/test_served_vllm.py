@@ -139,3 +139,22 @@ def test_path_rules(tmp_path):
     for bad in ("/x/../../etc/passwd", "a.txt", ".safetensors"):
         with pytest.raises(BadServerReply):
             locate(bad, tmp_path)
+
+
+def test_fingerprint_with_a_vllm_states_server_is_one_line(vllm_wheel, served_target, served_target_no_weights,
+                                                           make_draft, tmp_path):
+    """vLLM's prompt_logprobs are not read (eagle_audit.served.vllm.NO_NEXT_TOKENS): refused before anything is
+    generated, exit 2, one line."""
+    from typer.testing import CliRunner
+
+    from eagle_audit.cli.main import app
+
+    launch = vllm_reference(TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN), str(tmp_path))
+    fake = _fake(vllm_wheel, served_target, launch, tmp_path)
+    with serving(fake) as url:
+        r = CliRunner().invoke(app, ["fingerprint", "-t", str(served_target_no_weights), "-d",
+                                     str(make_draft(nested_ids=[1, 2, 3])), "--server", url, "--server-kind", "vllm",
+                                     "--max-prompts", "1"])
+    assert r.exit_code == 2, r.output
+    assert "cannot give the target's argmax at every position" in r.stderr and "prompt_logprobs" in r.stderr
+    assert len(r.stderr.strip().splitlines()) <= 2 and "Traceback" not in r.output
