@@ -1,7 +1,10 @@
 """Drafts trained by a real trainer's own training loop, and the fingerprint on them (issue 18, part 3).
 
-Trains SmolLM2-135M-Instruct drafts with speculators 0.9.0 (tests/trainers/real_drafts.py says exactly what
-runs from the wheel and what is swapped) on known wirings: the trainer's default ids and explicit ones. Then,
+Trains SmolLM2-135M-Instruct drafts with speculators 0.9.0 (tests/trainers/real_drafts.py) and SpecForge 0.2.0
+(tests/trainers/specforge_drafts.py: its data preparation, ``specforge train`` and ``specforge export``); each
+module says exactly what runs from the wheel and what is swapped. Known wirings: each trainer's default ids
+and an explicit set (``--wirings``: speculators-default, speculators-4-11-24, specforge-default,
+specforge-5-12-21). Then,
 for each draft, on held-out prompts of the training kind (chat prompts not trained on, the target's own
 chat-templated continuations):
 
@@ -35,6 +38,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "trainers")]
 
 import real_drafts  # noqa: E402
+import specforge_drafts  # noqa: E402
+
+ALL_WIRINGS = {**real_drafts.WIRINGS, **specforge_drafts.WIRINGS}
+#: the engine each trainer's drafts are served by (the served side of the claims and the fix)
+SERVED_BY = {"speculators": "vllm", "specforge": "sglang"}
 
 
 def log(m: str) -> None:
@@ -59,7 +67,7 @@ def sub_corpus(c, rows):
                   int(c.valid[rows].sum()))
 
 
-def evaluate(target, ckpt: str, truth, corpus, group: int) -> dict:
+def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "vllm") -> dict:
     from eagle_audit.accept.runtime import load_draft_model
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
@@ -72,7 +80,7 @@ def evaluate(target, ckpt: str, truth, corpus, group: int) -> dict:
     spec = read_draft(ckpt)
     notes: list[str] = []
     declared, trainer = resolve_trained(spec, info, notes)
-    engine = get_convention("vllm", "engine")
+    engine = get_convention(engine_name, "engine")
     served = side_of(engine, spec.config, info.architecture, info.num_layers)
     starts = starting_points(spec, info, declared.wiring, engine)
 
@@ -131,6 +139,49 @@ def evaluate(target, ckpt: str, truth, corpus, group: int) -> dict:
             "coverage": {k: {"covered": v[0], "intervals": v[1], "share": v[0] / max(1, v[1])} for k, v in cover.items()}}
 
 
+def run_speculators(sp, target, verifier, train_text, ids_arg, ids, truth, save, args, dtype, log) -> dict:
+    t1 = time.perf_counter()
+    samples = real_drafts.capture(target, train_text, ids, dtype)
+    log(f"speculators: captured {[s.label() for s in truth]} + B{target.info.num_layers} "
+        f"({time.perf_counter() - t1:.1f}s)")
+    train = lambda attn: real_drafts.train_speculators(  # noqa: E731
+        sp, target, verifier, samples, ids_arg, save, epochs=args.epochs, lr=args.lr, dtype=dtype,
+        attn=attn, total_seq_len=args.total_seq_len, draft_vocab=args.draft_vocab, log=log)
+    try:
+        rec = train(args.attn)
+        rec["attn"] = args.attn
+    except Exception as e:  # flex attention compiles; if it cannot here, the trainer's eager path
+        if args.attn == "eager":
+            raise
+        log(f"speculators: {args.attn} failed ({type(e).__name__}: {e}); again with eager attention")
+        rec = train("eager")
+        rec["attn"] = f"eager ({args.attn} failed: {type(e).__name__})"
+    rec["trainer"] = "speculators 0.9.0"
+    return rec
+
+
+def run_specforge(sf, target, verifier, convs, ids_arg, save, args, log) -> dict:
+    """SpecForge 0.2.0: prepare (its data, vocab mapping, capture plan; hooks + SGLang 0.5.14's setter),
+    ``specforge train``, ``specforge export --to sglang``."""
+    import shutil
+
+    shutil.rmtree(save, ignore_errors=True)
+    t1 = time.perf_counter()
+    prep = specforge_drafts.prepare(sf, target, verifier, convs, save, ids_arg, draft_vocab=args.draft_vocab,
+                                    max_length=args.sf_max_length, log=log)
+    prep["prepare_seconds"] = round(time.perf_counter() - t1, 1)
+    attn = args.sf_attn or ("flex_attention" if args.device.startswith("cuda") else "sdpa")
+    rec = specforge_drafts.train(sf, verifier, prep, save, epochs=args.sf_epochs or args.epochs,
+                                 lr=args.sf_lr or args.lr, max_length=args.sf_max_length, attention=attn,
+                                 batch_size=args.sf_batch, log=log)
+    shutil.rmtree(prep["hidden_states"], ignore_errors=True)  # the features are large; the export stays
+    shutil.rmtree(prep["eval_hidden_states"], ignore_errors=True)
+    rec.update(prep)
+    rec["attn"] = attn
+    rec["trainer"] = "specforge 0.2.0"
+    return rec
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", required=True, help="SmolLM2 model directory (or .gguf)")
@@ -147,15 +198,25 @@ def main() -> int:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--group", type=int, default=8)
     ap.add_argument("--gen-batch", type=int, default=32)
-    ap.add_argument("--draft-vocab", type=int, default=8192)
+    ap.add_argument("--draft-vocab", type=int, default=4096, help="draft vocabulary (4096: a bf16 draft < 16 MiB)")
     ap.add_argument("--total-seq-len", type=int, default=8192, help="speculators' packed batch length (its default)")
     ap.add_argument("--attn", default="simple_flex_attention")
-    ap.add_argument("--wirings", default=",".join(real_drafts.WIRINGS))
+    ap.add_argument("--wirings", default=",".join(ALL_WIRINGS))
+    ap.add_argument("--sf-epochs", type=int, default=None, help="SpecForge epochs (default: --epochs)")
+    ap.add_argument("--sf-lr", type=float, default=None, help="SpecForge learning rate (default: --lr)")
+    ap.add_argument("--sf-attn", default=None, help="SpecForge attention backend (default: sdpa; flex_attention on cuda)")
+    ap.add_argument("--sf-max-length", type=int, default=2048)
+    ap.add_argument("--sglang-wheel", default=None,
+                    help="the SGLang 0.5.14 wheel (or a zip of its sglang/srt/models/llama.py) SpecForge's setter is read from")
+    ap.add_argument("--deadline", type=float, default=None, help="seconds: start no further fixture after this")
+    ap.add_argument("--keep", default=None, help="folder: copy each SpecForge export (config + weights) there")
+    ap.add_argument("--sf-batch", type=int, default=1, help="SpecForge training.batch_size (its default 1)")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke: few prompts, 1 epoch, eager attention")
     args = ap.parse_args()
     if args.tiny:
         args.train_prompts, args.eval_prompts, args.samples, args.max_new, args.eval_max_new = 6, 4, 1, 24, 16
         args.epochs, args.group, args.attn, args.total_seq_len, args.draft_vocab = 1, 2, "eager", 256, 2048
+        args.sf_max_length = 256
     torch.manual_seed(0)
     if args.device == "cpu":
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
@@ -171,12 +232,16 @@ def main() -> int:
         verifier = str(_gguf_cache(Path(args.target)))
     log(f"target loaded ({time.perf_counter() - t0:.1f}s); verifier dir {verifier}")
     site = Path(args.site) if args.site else None
-    if site is None:
-        sys.path.insert(0, str(ROOT / "tests"))
-        import wheels
+    sys.path.insert(0, str(ROOT / "tests"))
+    import wheels
 
+    if site is None:
         site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
-    sp = real_drafts.import_speculators(site)
+    wirings = args.wirings.split(",")
+    sp = real_drafts.import_speculators(site) if any(w.startswith("speculators") for w in wirings) else None
+    sf = (specforge_drafts.import_specforge(site, Path(args.sglang_wheel) if args.sglang_wheel
+                                            else wheels.sglang_wheel(wheels.SPECFORGE_SGLANG_VERSION))
+          if any(w.startswith("specforge") for w in wirings) else None)
     from eagle_audit.prompts import encode
 
     prompts = load_prompts(str(ROOT / "bench" / "canary_prompts.jsonl"))  # chat messages, templated by encode
@@ -185,7 +250,13 @@ def main() -> int:
     assert not set(train_texts) & set(eval_texts), "held-out prompts overlap the training prompts"
     tok = target.tokenizer
     t1 = time.perf_counter()
-    train_text = real_drafts.generate(target, encode(train_texts, tok), args.max_new, args.samples, args.gen_batch)
+    train_text = convs = None
+    if sf is not None:  # one generation serves both trainers (SpecForge's chat template and system prompt)
+        convs, train_text = specforge_drafts.regenerate(
+            target, train_texts, args.max_new, args.samples,
+            sf.templates.get(specforge_drafts.CHAT_TEMPLATE).system_prompt, args.gen_batch)
+    elif sp is not None:
+        train_text = real_drafts.generate(target, encode(train_texts, tok), args.max_new, args.samples, args.gen_batch)
     log(f"training text: {len(train_text)} sequences, {sum(len(s) for s, _ in train_text)} tokens "
         f"({time.perf_counter() - t1:.1f}s)")
     from eagle_audit.fingerprint.run import prepare_corpus
@@ -200,35 +271,34 @@ def main() -> int:
     import transformers
 
     record["transformers"] = transformers.__version__
-    N = target.info.num_layers
-    for name in args.wirings.split(","):
-        ids_arg = real_drafts.WIRINGS[name]
-        ids = sp.resolve_target_layer_ids(ids_arg, verifier)
-        truth = tuple(real_drafts.state_of_id(k) for k in ids)
+    from eagle_audit.states import State
+
+    for name in wirings:
+        if args.deadline and time.perf_counter() - t0 > args.deadline:
+            log(f"{name}: not started (past --deadline {args.deadline:.0f}s)")
+            record["fixtures"][name] = {"error": "not started: past the deadline"}
+            continue
+        ids_arg = ALL_WIRINGS[name]
+        trainer = name.split("-", 1)[0]
         try:
-            t1 = time.perf_counter()
-            samples = real_drafts.capture(target, train_text, ids, dtype)
-            log(f"{name}: captured {[s.label() for s in truth]} + B{N} ({time.perf_counter() - t1:.1f}s)")
-            train = lambda attn: real_drafts.train_speculators(  # noqa: E731
-                sp, target, verifier, samples, ids_arg, save / name, epochs=args.epochs, lr=args.lr, dtype=dtype,
-                attn=attn, total_seq_len=args.total_seq_len, draft_vocab=args.draft_vocab, log=log)
-            try:
-                rec = train(args.attn)
-                rec["attn"] = args.attn
-            except Exception as e:  # flex attention compiles; if it cannot here, the trainer's eager path
-                if args.attn == "eager":
-                    raise
-                log(f"{name}: {args.attn} failed ({type(e).__name__}: {e}); again with eager attention")
-                rec = train("eager")
-                rec["attn"] = f"eager ({args.attn} failed: {type(e).__name__})"
-            del samples
+            if trainer == "specforge":
+                rec = run_specforge(sf, target, verifier, convs, ids_arg, save / name, args, log)
+                truth = tuple(State(int(x[1:])) for x in rec["states"])
+            else:
+                ids = sp.resolve_target_layer_ids(ids_arg, verifier)
+                truth = tuple(real_drafts.state_of_id(k) for k in ids)
+                rec = run_speculators(sp, target, verifier, train_text, ids_arg, ids, truth, save / name, args, dtype,
+                                      log)
             rec["truth"] = [s.label() for s in truth]
-            rec["trainer"] = "speculators 0.9.0"
-            rec["evaluation"] = evaluate(target, rec["checkpoint"], truth, corpus, args.group)
+            if args.keep and trainer == "specforge":
+                import shutil
+
+                shutil.copytree(rec["checkpoint"], Path(args.keep) / name, dirs_exist_ok=True)
+            rec["evaluation"] = evaluate(target, rec["checkpoint"], truth, corpus, args.group, SERVED_BY[trainer])
             w = rec["evaluation"]["whole"]
             log(f"{name}: held-out step-0 accuracy {w['truth_top1']:.3f}; fingerprint "
                 f"{[s['text'] for s in w['slots']]}; errors {w['errors']}; outcomes {rec['evaluation']['outcomes']}; "
-                f"coverage {rec['evaluation']['coverage']}")
+                f"false differs {rec['evaluation']['false_differs']}; coverage {rec['evaluation']['coverage']}")
         except Exception as e:  # keep the other fixture's numbers
             import traceback
 
