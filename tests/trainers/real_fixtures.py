@@ -1,0 +1,125 @@
+"""Small CPU-trained drafts of both real trainers, cached in the test cache (issue 18, part 2).
+
+Four SmolLM2-135M-Instruct drafts, each trained by the trainer's own loop (``real_drafts.py``: speculators
+0.9.0; ``specforge_drafts.py``: SpecForge 0.2.0's data preparation, ``specforge train`` and ``specforge
+export``; each module says what runs from the wheel and what is swapped), on the trainer's default wiring and
+one explicit wiring, on the same small text: the target's own responses to the first :data:`TRAIN_PROMPTS`
+chat prompts of ``bench/canary_prompts.jsonl`` (SpecForge's chat template). The held-out prompts are the last
+:data:`EVAL_PROMPTS` of that file (never trained on).
+
+Each fixture is ``<cache>/trainer-fixtures-v<VERSION>/<name>/``: ``draft/`` (the trainer's own layout:
+speculators' checkpoint folder, SpecForge's SGLang export) and ``fixture.json`` (the trainer, the ids it was
+given, the true states, what its training measured). Built once (a few minutes on 1 CPU thread), then reused;
+bump :data:`VERSION` when anything here changes.
+
+    python tests/trainers/real_fixtures.py      # build (or list) the fixtures, print where they are
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).parent
+sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent.parent)]
+
+import real_drafts  # noqa: E402
+import specforge_drafts  # noqa: E402
+
+VERSION = 1
+TRAIN_PROMPTS, SAMPLES, MAX_NEW = 64, 2, 64
+EVAL_PROMPTS, EVAL_MAX_NEW = 8, 48
+DRAFT_VOCAB = 2048
+#: name -> (trainer, ids as given to it: None = its default)
+FIXTURES = {"speculators-default": ("speculators", None), "speculators-4-11-24": ("speculators", [4, 11, 24]),
+            "specforge-default": ("specforge", None), "specforge-5-12-21": ("specforge", [5, 12, 21])}
+SPECULATORS = dict(epochs=6, lr=3e-3, total_seq_len=1024, attn="eager")
+SPECFORGE = dict(epochs=6, lr=3e-3, batch_size=4, max_length=512, attention="sdpa")
+PROMPTS = HERE.parent.parent / "bench" / "canary_prompts.jsonl"
+
+
+def root(cache: Path) -> Path:
+    return cache / f"trainer-fixtures-v{VERSION}"
+
+
+def eval_prompts():
+    from eagle_audit.prompts import load_prompts
+
+    return load_prompts(str(PROMPTS))[-EVAL_PROMPTS:]
+
+
+def build(target, target_dir: str, cache: Path, names=tuple(FIXTURES), log=print) -> dict[str, Path]:
+    """Every fixture of ``names`` under :func:`root` (built where missing; a half-built one is rebuilt)."""
+    import wheels
+    from eagle_audit.prompts import load_prompts
+
+    base = root(cache)
+    todo = [n for n in names if not (base / n / "fixture.json").is_file()]
+    if todo:
+        torch.manual_seed(0)
+        site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
+        sf = specforge_drafts.import_specforge(site, wheels.sglang_wheel(wheels.SPECFORGE_SGLANG_VERSION))
+        sp = real_drafts.import_speculators(site)
+        prompts = load_prompts(str(PROMPTS))[:TRAIN_PROMPTS]
+        assert not set(prompts) & set(eval_prompts())
+        t0 = time.perf_counter()
+        convs, seqs = specforge_drafts.regenerate(target, prompts, MAX_NEW, SAMPLES,
+                                                  sf.templates.get(specforge_drafts.CHAT_TEMPLATE).system_prompt)
+        log(f"trainer fixtures: {len(seqs)} responses ({time.perf_counter() - t0:.0f}s)")
+        for name in todo:
+            trainer, ids = FIXTURES[name]
+            work = base / f"{name}.tmp{os.getpid()}"
+            shutil.rmtree(work, ignore_errors=True)
+            t1 = time.perf_counter()
+            if trainer == "specforge":
+                prep = specforge_drafts.prepare(sf, target, target_dir, convs, work, ids, draft_vocab=DRAFT_VOCAB,
+                                                max_length=SPECFORGE["max_length"], log=log)
+                rec = specforge_drafts.train(sf, target_dir, prep, work, log=log, **SPECFORGE)
+                truth = prep["states"]
+                shutil.copytree(rec["checkpoint"], work / "draft")
+                measured = {"eval": rec["eval"], "eval_history": rec["eval_history"], "capture_ids": prep["capture_ids"]}
+                for sub in ("hidden_states", "eval_hidden_states", "run", "export", "cache", "target"):
+                    shutil.rmtree(work / sub, ignore_errors=True)
+            else:
+                resolved = sp.resolve_target_layer_ids(ids, target_dir)
+                samples = real_drafts.capture(target, seqs, resolved, torch.float32)
+                rec = real_drafts.train_speculators(sp, target, target_dir, samples, ids, work / "run",
+                                                    draft_vocab=DRAFT_VOCAB, dtype=torch.float32, log=log,
+                                                    **SPECULATORS)
+                truth = [real_drafts.state_of_id(k).label() for k in resolved]
+                shutil.copytree(rec["checkpoint"], work / "draft")
+                shutil.rmtree(work / "run", ignore_errors=True)
+                measured = {"val": rec["val"], "layer_ids": rec["layer_ids"]}
+            info = {"trainer": {"specforge": "specforge 0.2.0", "speculators": "speculators 0.9.0"}[trainer],
+                    "engine": {"specforge": "sglang", "speculators": "vllm"}[trainer], "ids_given": ids,
+                    "truth": truth, "measured": measured, "train_sequences": len(seqs),
+                    "seconds": round(time.perf_counter() - t1, 1), "torch": torch.__version__}
+            (work / "fixture.json").write_text(json.dumps(info, indent=1, default=str))
+            final = base / name
+            shutil.rmtree(final, ignore_errors=True)
+            work.rename(final)
+            log(f"trainer fixture {name}: truth {truth}, {info['seconds']}s")
+    return {n: base / n for n in names}
+
+
+def load(path: Path) -> dict:
+    return json.loads((path / "fixture.json").read_text())
+
+
+if __name__ == "__main__":  # pragma: no cover - manual build
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+    cache = Path(os.environ.get("EAGLE_AUDIT_TEST_CACHE") or Path.home() / ".cache" / "eagle-audit-test")
+    os.environ.setdefault("EAGLE_AUDIT_CACHE", str(cache))  # the GGUF conversion the tests made
+    from eagle_audit.target import default_target, load_target, materialise
+
+    gguf = default_target()
+    target_dir = str(materialise(gguf))
+    tgt = load_target(target_dir, "cpu", "float32")
+    for n, p in build(tgt, target_dir, cache).items():
+        print(n, p, load(p)["truth"], load(p)["measured"])
