@@ -237,7 +237,7 @@ def test_library_text_names_no_flag_and_marks_parameters_one_way():
 
     flags = {o for c in typer.main.get_command(app).commands.values() for p in c.params for o in p.opts
              if o.startswith("--")} - {"--help"}
-    root = Path(__file__).resolve().parent.parent / "eagle_audit"
+    root = Path(__file__).resolve().parents[2] / "eagle_audit"
     bad = []
     for path in root.rglob("*.py"):
         if "cli" in path.relative_to(root).parts:
