@@ -175,7 +175,7 @@ def test_the_audit_commands_share_one_declaration_of_their_common_options():
 
 
 @pytest.mark.parametrize("group, names", [("AcceptArgs", ("accept-rate", "check")),
-                                          ("ServerArgs", ("layers", "accept-rate", "check"))])
+                                          ("ServerArgs", ("layers", "accept-rate", "check", "fingerprint"))])
 def test_an_option_group_is_the_same_options_in_each_command(group, names):
     """An option group of cli/options.py stands in each command that takes it as one block: the same flags,
     help and defaults, in the group's order, one after another."""
