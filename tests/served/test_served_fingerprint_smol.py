@@ -1,0 +1,88 @@
+"""`fingerprint` on SmolLM2 without its weights: every state, the greedy continuation and the argmax at every
+position from the SGLang 0.5.23 test server (the same loaded model behind it), against the local fingerprint of
+the same canary (trained on B2, B15, B27: tests/fingerprint/fp_canaries.py, cached). Full tier: the SmolLM2
+target and its canaries."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fingerprint"))
+
+from eagle_audit.served import sglang_reference  # noqa: E402
+from eagle_audit.served.launch import TargetShape  # noqa: E402
+from sglang_server import FakeSGLang, Target, serving  # noqa: E402
+
+pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
+
+
+class _Loaded(Target):
+    """The test server's target: a model already loaded (SmolLM2 from its GGUF), greedy with a KV cache."""
+
+    def __init__(self, model):
+        self.model, self.device, self.n = model, "cpu", model.config.num_hidden_layers
+
+    @torch.no_grad()
+    def greedy(self, ids: list[int], n: int) -> list[int]:
+        out = self.model(torch.tensor([ids]), use_cache=True)
+        toks = [int(out.logits[0, -1].argmax())]
+        for _ in range(n - 1):
+            out = self.model(torch.tensor([[toks[-1]]]), past_key_values=out.past_key_values, use_cache=True)
+            toks.append(int(out.logits[0, -1].argmax()))
+        return toks
+
+
+def _bare(smollm2, out: Path) -> Path:
+    """config.json, the tokenizer and embed_tokens.safetensors (SmolLM2 ties its head to it)."""
+    from safetensors.torch import save_file
+
+    out.mkdir()
+    cfg = smollm2.model.config
+    cfg.architectures = [smollm2.info.architecture]
+    cfg.save_pretrained(out)
+    smollm2.tokenizer.save_pretrained(out)
+    save_file({"model.embed_tokens.weight": smollm2.model.get_input_embeddings().weight.detach().contiguous()},
+              str(out / "embed_tokens.safetensors"))
+    return out
+
+
+def test_a_smollm2_canary_reads_the_same_without_the_weights(sglang_pieces, sglang_capture, smollm2, audit_cache,
+                                                            tmp_path):
+    from fp_canaries import train_all
+
+    from eagle_audit.fingerprint.run import FingerprintOptions, run_fingerprint
+    from eagle_audit.prompts import encode, load_prompts
+    from eagle_audit.served.source import StatesServer
+    from eagle_audit.source.local import LocalSource
+
+    canary = train_all(smollm2, audit_cache, log=lambda m: None)["2-15-27"]
+    bare = _bare(smollm2, tmp_path / "smollm2-config")
+    n, h = smollm2.info.num_layers, smollm2.info.hidden_size
+    launch = sglang_reference(TargetShape(str(bare), smollm2.info.architecture, n, h))  # B1..B29
+    fake = FakeSGLang(sglang_pieces, sglang_capture, list(launch.argv[3:]), bare, smollm2.info.architecture,
+                      target=_Loaded(smollm2.model))
+    ids = tuple(map(tuple, encode(load_prompts(None)[8:12], smollm2.tokenizer)))
+    base = dict(draft=str(canary), prompt_ids=ids, max_new_tokens=48, use_installed_engine=False)
+    local = run_fingerprint(FingerprintOptions(target=str(smollm2.info.name), **base), source=LocalSource(smollm2))
+    with serving(fake) as url:
+        served = run_fingerprint(FingerprintOptions(target=str(bare), states_server=StatesServer(url), **base))
+    assert fake.requests == len(ids)  # one request per prompt: the continuation's carried every state and label
+    lj, sj = local.to_json()["inferred"], served.to_json()["inferred"]
+    searched = set(launch.capture.states)
+    # the same search and scores: best wiring, agreement, and per slot the local candidates less the states the
+    # server does not capture (B0, B30, B30+norm)
+    assert [s.label() for s in served.best] == [s.label() for s in local.best] == ["B2", "B15", "B27"]
+    assert sj["top1"] == pytest.approx(lj["top1"], abs=1e-6) and sj["logprob"] == pytest.approx(lj["logprob"], abs=1e-5)
+    for a, b in zip(served.slots, local.slots):
+        assert list(a.candidates) == [c for c in b.candidates if c in searched], (a.text(), b.text())
+    assert served.verdict == local.verdict and sj["confidence"] == lj["confidence"] != "none"
+    assert [(f.code, f.slot) for f in served.findings] == [(f.code, f.slot) for f in local.findings]
+    # Measured here (4 prompts x 48 tokens): the local slot 2 admits B27, B25, B24 and B30: more than MAX_NAMED (3),
+    # so undetermined; without B30 in the search the served slot 2 is "B27 or B25 or B24" (the truth among them).
+    # The guarded answer can only be narrower where the local list held a state the server does not capture.
+    for a, b in zip(sj["states"], lj["states"]):
+        assert a == b or (b is None and a is not None)
