@@ -4,22 +4,24 @@ Receives only frozen descriptions (draft spec, target info, the :class:`~eagle_a
 and optional cosine statistics; it never touches tensors or models, and never asks a convention.
 
 Each finding code is produced by one small check: a function ``(ctx: Context) -> Iterable[Finding]``
-registered with :func:`check`. :func:`diagnose` runs them in registration order. To add a finding,
-add a code to :data:`eagle_audit.layers.result.CODES` and a registered check; nothing else changes.
+registered with :func:`eagle_audit.layers.checks.check` (the registry, :mod:`eagle_audit.layers.checks`).
+:func:`diagnose` runs them in registration order. To add a finding, add a code to
+:data:`eagle_audit.layers.result.CODES` and a registered check; nothing else changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
-from ..conventions import Wiring, place_key
+from ..conventions import place_key
 from ..draft.read import DraftSpec
 from ..errors import param
 from ..inputs import check_target_fit
-from ..resolution import BLOCKS, Resolution, SideWiring
+from ..resolution import BLOCKS, Resolution
 from ..states import State
 from ..target import TargetInfo
+from .checks import CHECKS, Check, Context, Measured, check
 from .result import Finding, Slot
 
 FIX_REF = "see the fix below"
@@ -50,75 +52,6 @@ def slot_verdict(trained: State | None, served: State | None) -> str:
     if (trained.boundary == 0) != (served.boundary == 0):
         return "embedding"
     return f"offset {served.boundary - trained.boundary:+d}"
-
-
-@dataclass(frozen=True)
-class Measured:
-    """The trained wiring as read off the draft's weights (:mod:`eagle_audit.fingerprint`), for the checks
-    that compare it with what is declared. ``candidates[i]``: the states slot i cannot be told apart from
-    the best, best first; None where no wiring fits the target (``reason``, ``evidence`` say why)."""
-
-    declared: Wiring
-    candidates: tuple[tuple[State, ...], ...] | None
-    reason: str = ""
-    evidence: str = ""
-    hint: str = ""  # how to declare the measured wiring
-    differs: bool | None = None  # the fingerprint's verdict on the declared wiring (None: judge by ``candidates``)
-
-    def agrees(self, states) -> bool:
-        return self.candidates is not None and len(states) == len(self.candidates) and all(
-            s in c for s, c in zip(states, self.candidates))
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every check reads: the inputs, the resolved pair, fc's aux count and the slot table (and,
-    from ``fingerprint``, the wiring measured on the weights)."""
-
-    draft: DraftSpec
-    target: TargetInfo
-    res: Resolution
-    aux: int
-    slots: tuple[Slot, ...]
-    measured: Measured | None = None
-    agreement: tuple[float, ...] | None = None  # per draft step: served-semantics top-1 == trained-semantics top-1
-
-    def semantic_cost(self) -> str:
-        """The measured cost of the draft-semantics differences, for the findings that name them."""
-        if not self.agreement:
-            return ""
-        steps = " / ".join(f"{a:.0%}" for a in self.agreement)
-        return (f" Measured on the audit prompts (all semantic differences together, trained states fed): the "
-                f"draft run the engine's way predicts the same token as run the training way on {steps} of positions "
-                f"at draft steps {' / '.join(map(str, range(len(self.agreement))))}.")
-
-    @property
-    def trained(self) -> SideWiring:
-        return self.res.trained
-
-    @property
-    def served(self) -> SideWiring:
-        return self.res.served
-
-    @property
-    def eng(self) -> str:
-        return self.res.served.title
-
-    @property
-    def n(self) -> int:
-        return self.target.num_layers
-
-
-Check = Callable[[Context], Iterable[Finding]]
-
-#: Every check, in the order its findings are reported.
-CHECKS: list[Check] = []
-
-
-def check(fn: Check) -> Check:
-    """Register a check (appended: its findings come after those of the checks before it)."""
-    CHECKS.append(fn)
-    return fn
 
 
 def make_slots(res: Resolution, stats: dict[int, SlotStats] | None) -> tuple[Slot, ...]:
@@ -508,4 +441,6 @@ def trainer_refuses_ids(ctx: Context) -> Iterable[Finding]:
         f"({param('trained_boundaries')}), or measure them with `eagle-audit fingerprint`.")
 
 
-from . import diagnose_block as _block_checks  # noqa: E402,F401  (registers the DFlash / DSpark checks)
+# Last, so that the DFlash / DSpark findings come after all of the above (registration order is report order);
+# diagnose_block imports only .checks, so this is no cycle.
+from . import diagnose_block as _block_checks  # noqa: E402,F401

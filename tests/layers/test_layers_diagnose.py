@@ -69,6 +69,7 @@ def test_one_check_per_finding_family():
     names = [c.__name__ for c in CHECKS]
     assert names[:7] == ["engine_unsupported", "engine_crash", "not_residual_stream", "ids_not_read",
                          "unreachable_layer", "aux_count_mismatch", "order_mismatch"]
+    assert names[-1] == "block_ids_disagree"  # diagnose_block registers last: its findings are reported last
     assert len(names) == len(set(names))
 
 
