@@ -7,7 +7,7 @@ prompts are read from the package's data file and rendered with the tokenizer's 
     python bench/accept_floor.py TARGET_DIR [--max-prompts 8] [--max-new-tokens 128] [--no-cudnn]
 
 ``--no-cudnn``: decode with the flash / memory-efficient / math attention kernels only, as eagle-audit's
-decode loops do (``accept/targetrun.py`` ``decode_attention``). Prints one JSON line of phase times.
+decode loops do (``source/forwards.py`` ``decode_attention``). Prints one JSON line of phase times.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def main() -> None:
         ids.append(tok(text, add_special_tokens=False)["input_ids"][: args.max_tokens])
 
     t = time.perf_counter()
-    eos = set()  # as eagle-audit gathers them (accept/targetrun.py eos_ids): generation config, config, tokenizer
+    eos = set()  # as eagle-audit gathers them (source/forwards.py eos_ids): generation config, config, tokenizer
     for src in (model.generation_config, model.config, tok):
         v = getattr(src, "eos_token_id", None)
         eos |= {v} if isinstance(v, int) else set(v or ())

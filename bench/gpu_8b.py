@@ -149,7 +149,7 @@ def in_process_generation(target_dir: str, device_map: str | None = None) -> dic
         out[f"generated_tokens_{key}"] = sum(len(c.continuation) for c in cases)
         out[f"continuations_{key}"] = [list(c.continuation[:16]) for c in cases]
     # reference: transformers' own generate, batched the same way (timing only)
-    from eagle_audit.accept.targetrun import eos_ids
+    from eagle_audit.source.forwards import eos_ids
 
     pad = min(eos_ids(tgt) or {0})
     w = max(map(len, ids))

@@ -35,10 +35,10 @@ import torch.nn.functional as F
 
 from ..resolution import CANARY_KEY
 from ..draft.write import draft_config, random_weights, vocab_map, write_canary
+from ..source.forwards import eos_ids
 from ..states import State
 from .rollout import rollout
 from .runtime import DraftArch, DraftFlags, Eagle3Draft, build_draft
-from .targetrun import eos_ids
 
 
 
@@ -111,12 +111,12 @@ def generate_data(target, prompts: Sequence[Sequence[int]], states: tuple[State,
     The teacher distribution is later ``softmax(final @ lm_head[draft vocab].T)``: exact for targets
     whose logits are the head applied to the final-norm output (Llama family; no soft-capping)."""
     from ..capture import capture
-    from .targetrun import _cache_kw, decode_attention, new_cache
+    from ..source.forwards import cache_kw, decode_attention, new_cache
 
     model, dev, eos = target.model, target.input_device, eos_ids(target)
     pad = min(eos) if eos else 0
     eos_t = torch.tensor(sorted(eos) or [-1], device=dev)
-    kw = _cache_kw(model)
+    kw = cache_kw(model)
     gen_rng = torch.Generator(device=dev).manual_seed(seed) if temperature > 0 else None
     box: list[torch.Tensor] = []
     hook = target.stack.final_norm.register_forward_hook(lambda m, i, o: box.append(o if torch.is_tensor(o) else o[0]))

@@ -4,7 +4,8 @@ they differ only in how the target is loaded and what :attr:`SourceSpec.backend`
 
 The forwards are the ones the analyses ran before the seam existed (same hooks, same early stop, same
 dtypes), so every figure is unchanged: :func:`eagle_audit.capture.capture_states` (early stop after the
-deepest state asked for) where no next tokens are wanted, a full forward with the hooks on otherwise.
+deepest state asked for) where no next tokens are wanted, a full forward with the hooks on otherwise;
+greedy generation and the live loop's cached forwards are :mod:`eagle_audit.source.forwards`.
 """
 
 from __future__ import annotations
@@ -23,18 +24,18 @@ class LiveForward:
         self._t = loaded
 
     def new_cache(self):
-        from ..accept.targetrun import new_cache
+        from .forwards import new_cache
 
         return new_cache()
 
     def forward(self, ids, cache, states: Iterable[State] = ()):
         """Forward ``ids`` after what ``cache`` holds: (logits [pos, vocab], {state: [pos, hidden]})."""
-        from ..accept.targetrun import cached_forward
+        from .forwards import cached_forward
 
         return cached_forward(self._t, ids, cache, states)
 
     def crop(self, cache, keep: int) -> None:
-        from ..accept.targetrun import crop
+        from .forwards import crop
 
         crop(cache, keep)
 
@@ -60,7 +61,7 @@ class LocalSource:
         return self.loaded.input_device
 
     def eos_ids(self) -> set[int]:
-        from ..accept.targetrun import eos_ids
+        from .forwards import eos_ids
 
         return eos_ids(self.loaded)
 
@@ -99,7 +100,7 @@ class LocalSource:
         """``accept-rate``'s generation: prompts of similar length share a batch (batch > 1)."""
         import time
 
-        from ..accept.targetrun import greedy_generate, greedy_generate_batch
+        from .forwards import greedy_generate, greedy_generate_batch
 
         eos = self.eos_ids()
         conts: dict[int, list[int]] = {}

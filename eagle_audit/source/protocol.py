@@ -11,7 +11,7 @@ Assumptions, named:
   so states captured for one analysis serve another asking for a subset.
 * A prompt's greedy continuation is fixed once generated: a later request with another batch size gets
   the memoised one (batching can change near-tied argmaxes in the last bits, see
-  :func:`eagle_audit.accept.targetrun.greedy_generate_batch`).
+  :func:`eagle_audit.source.forwards.greedy_generate_batch`).
 * Memoised states stay in memory (the source's dtype, on its devices) until :meth:`StateSource.forget`.
 """
 

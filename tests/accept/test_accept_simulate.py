@@ -64,7 +64,7 @@ def test_canary_config_records_wiring(tiny_canary):
 
 
 def _check_batched_equals_one_at_a_time(target, prompts, max_new):
-    from eagle_audit.accept.targetrun import greedy_generate, greedy_generate_batch
+    from eagle_audit.source.forwards import greedy_generate, greedy_generate_batch
 
     single = [greedy_generate(target, p, max_new, set()) for p in prompts]
     assert greedy_generate_batch(target, prompts, max_new, set()) == single

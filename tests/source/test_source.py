@@ -71,7 +71,7 @@ def test_reserve_makes_a_later_wider_request_free(tiny_targets):
 
 
 def test_continuations_equal_generation_and_run_once(source):
-    from eagle_audit.accept.targetrun import greedy_generate_batch
+    from eagle_audit.source.forwards import greedy_generate_batch
 
     prompts = _seqs(4, seed=2)
     before = source.counts.generations
