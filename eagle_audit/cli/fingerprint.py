@@ -6,7 +6,7 @@ import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from .common import error_edge, reporter, use_threads
-from .options import AuditArgs, MaxNewTokens, ServerArgs, audit_command, server_option
+from .options import AuditArgs, MaxNewTokens, ServerArgs, audit_command, hidden_states_dir_option, server_option
 
 
 @audit_command(without=("device_map",))
@@ -14,7 +14,8 @@ def fingerprint(
     ctx: typer.Context,
     args: AuditArgs,
     max_new_tokens: MaxNewTokens = 64,
-    states_server: server_option("URL of an SGLang reference server (capture-only, the reference line of docs/server.md) to take every target state, the greedy continuation and the target's argmax at every position from, for a --target directory of config, tokenizer and embed_tokens.safetensors only (vLLM: not read).") = None,
+    states_server: server_option("URL of a reference server (SGLang capture-only or vLLM extract_hidden_states, the reference line of docs/server.md) to take every target state, the greedy continuation and the target's argmax at every position from, for a --target directory of config, tokenizer and embed_tokens.safetensors only.") = None,
+    hidden_states_dir: hidden_states_dir_option("vLLM --server: the server's shared_storage_path as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
@@ -44,7 +45,7 @@ def fingerprint(
         args = args.with_defaults()
         args.check_outputs()
         opts = FingerprintOptions(**args.library(ctx), max_new_tokens=max_new_tokens,
-                                  states_server=reach.states_server(states_server))
+                                  states_server=reach.states_server(states_server, hidden_states_dir))
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_fingerprint(opts, status, progress)
         args.emit(result, render_fingerprint)

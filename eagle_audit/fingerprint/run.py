@@ -398,7 +398,7 @@ def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str
                 max_tokens: int = 256, max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto",
                 use_installed_engine: bool = True, server=None) -> FingerprintResult:
     """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids). ``server``: a
-    reference SGLang server (URL or :class:`eagle_audit.served.source.StatesServer`) to take every target
+    reference SGLang or vLLM server (URL or :class:`eagle_audit.served.source.StatesServer`) to take every target
     state and the argmax at every position from, for a ``target`` directory without weights."""
     if isinstance(server, str):
         from ..served.source import StatesServer

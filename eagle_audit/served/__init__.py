@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from ..accept.server import ServerError, ServerOptions
+from ..accept.server import ServerOptions
 from .compare import COS_MIN, REL_MAX, SlotMatch, compare_slots, served_findings
 from .launch import Capture, Launch, TargetShape, sglang_reference, sglang_serving, vllm_reference, vllm_serving
 from .sglang import ServedStates, read_sglang_states
@@ -34,16 +34,12 @@ def read_served_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], ca
                        next_tokens: bool = False) -> tuple[ServedStates, ...]:
     """Every prompt's served states, from the server kind ``capture.engine`` names (SGLang in-band; vLLM
     from ``hidden_states_dir``, the server's ``shared_storage_path`` as this machine sees it); with
-    ``next_tokens`` the target's argmax after every position too (SGLang only, see
-    :data:`eagle_audit.served.vllm.NO_NEXT_TOKENS`)."""
+    ``next_tokens`` the target's argmax after every position too (SGLang ``input_top_logprobs``, vLLM
+    ``prompt_logprobs``)."""
     if capture.engine == "vllm":
-        if next_tokens:
-            from .vllm import NO_NEXT_TOKENS
-
-            raise ServerError(f"{opts.url}: {NO_NEXT_TOKENS}")
         if hidden_states_dir is None:
             from ..errors import BadOption, param
 
             raise BadOption(f"a vLLM server writes the states to its disk: name that folder ({param('hidden_states_dir')})")
-        return read_vllm_states(opts, prompts, capture, hidden_states_dir, max_new_tokens, progress)
+        return read_vllm_states(opts, prompts, capture, hidden_states_dir, max_new_tokens, progress, next_tokens)
     return read_sglang_states(opts, prompts, capture, max_new_tokens, progress, next_tokens)

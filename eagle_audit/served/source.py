@@ -10,8 +10,8 @@ matched against the reference and serving lines.
 
 * ``teacher_forced``: one ``/generate`` (1 new token) per sequence not memoised; a state the server does not
   capture is refused (:class:`CannotGive`) with the reference launch line; ``next_tokens`` (the argmax at
-  every position, ``fingerprint``'s labels) come with the same request from SGLang (``input_top_logprobs``,
-  :mod:`eagle_audit.served.sglang`), and are refused for vLLM (:data:`eagle_audit.served.vllm.NO_NEXT_TOKENS`).
+  every position, ``fingerprint``'s labels) come with the same request: SGLang's ``input_top_logprobs``
+  (:mod:`eagle_audit.served.sglang`), vLLM's ``prompt_logprobs`` (:data:`eagle_audit.served.vllm.NO_NEXT_TOKENS`).
 * ``continuations``: the server's greedy continuation of ``max_new`` tokens, asked for ``max_new + 1``: the
   last output token is never fed, so the states of every kept token come with the one request and are
   memoised for ``prompt + continuation`` (what ``accept-rate`` and ``fingerprint`` teacher-force next: no
@@ -120,8 +120,7 @@ class ServedSource:
         self.capture = server_capture(server, shape)
         self.counts.loads += 1
         self._embed_file = Path(request.target) / EMBED_FILE
-        gives = ({TEACHER_FORCED, GENERATE} | ({EMBEDDING, LM_HEAD} if self._embed_file.exists() else set())
-                 | ({NEXT_TOKENS} if self.capture.engine == "sglang" else set()))
+        gives = {TEACHER_FORCED, NEXT_TOKENS, GENERATE} | ({EMBEDDING, LM_HEAD} if self._embed_file.exists() else set())
         labels = ", ".join(s.label() for s in self.capture.states)
         self.spec = SourceSpec(name=self.info.name, backend="server",
                                origin=f"{self.capture.engine} server {server.url} (states {labels})"
@@ -176,9 +175,7 @@ class ServedSource:
 
     def _need_next(self) -> None:
         if not self.spec.can(NEXT_TOKENS):
-            from .vllm import NO_NEXT_TOKENS
-
-            raise CannotGive(self.spec, "the target's argmax at every position", NO_NEXT_TOKENS)
+            raise CannotGive(self.spec, "the target's argmax at every position", "its server does not hand it out")
 
     def reserve(self, states: Iterable[State], next_tokens: bool = False) -> None:
         if next_tokens:

@@ -42,28 +42,44 @@ from .stream import BadStates
 
 _DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
-#: why a vLLM states server gives no argmax at every position here. vLLM 0.33.0 could: a completion's
-#: ``prompt_logprobs`` (``entrypoints/openai/completion/protocol.py:99``, ``:573-585``) are computed from the
-#: same forward's final hidden states (``v1/worker/gpu_model_runner.py:3554-3558``, ``:5245-5352``; the
-#: new runner ``v1/worker/gpu/model_runner.py:2213-2221``) whatever the speculative method, and no check
-#: refuses them with ``extract_hidden_states``; asking for them also turns prefix-cache reads off
-#: (``sampling_params.py:625-632``). This client does not ask for them, and no test server answers them.
-NO_NEXT_TOKENS = ("the target's argmax at every position is read from SGLang replies only (vLLM's prompt_logprobs "
-                  "are not read by this version): start an SGLang reference server for fingerprint")
+#: The target's argmax at every position (``next_tokens``, ``fingerprint``'s labels): a completion's
+#: ``prompt_logprobs: 1`` (``entrypoints/openai/completion/protocol.py:99``, ``:573-585``), computed from the same
+#: forward's final hidden states whatever the speculative method (``v1/worker/gpu_model_runner.py:3554-3558``,
+#: ``:5245-5352``; the new runner ``v1/worker/gpu/model_runner.py:2213-2221``); no check refuses them with
+#: ``extract_hidden_states``, and asking turns prefix-cache reads off (``sampling_params.py:625-632``). Per prompt
+#: position after the first, a dict ``{token id: {logprob, rank, decoded_token}}`` holding the prompt token and
+#: the top-1, whose ``rank`` is 1 (``v1/engine/logprobs.py:124-189``, ``logprobs.py:165-205``); position 0 is
+#: ``null``. The argmax after the last prompt position and after each decoded token is the greedy output.
+NO_NEXT_TOKENS = ("the reply carries no usable choices[0].prompt_logprobs (the request asked for prompt_logprobs 1)")
 MAX_HEADER = 1 << 20
 
 
-def request_body(ids: Sequence[int], max_new_tokens: int) -> dict:
+def request_body(ids: Sequence[int], max_new_tokens: int, next_tokens: bool = False) -> dict:
     body = {"prompt": [int(t) for t in ids], "max_tokens": int(max_new_tokens), "stream": False,
             "return_token_ids": True, **VLLM_NEUTRAL}
     if max_new_tokens > 1:  # the continuation's states are saved too (connector :540-545)
         body["kv_transfer_params"] = {"include_output_tokens": True}
+    if next_tokens:  # the top-1 at every prompt position (NO_NEXT_TOKENS above)
+        body["prompt_logprobs"] = 1
     return body
+
+
+def prompt_argmax(plp, prompt: Sequence[int], where: str) -> list[int]:
+    """The argmax after prompt positions 0..P-2 from ``choices[0].prompt_logprobs`` (the rank-1 entry of each)."""
+    if not isinstance(plp, list) or len(plp) != len(prompt) or plp[0] is not None:
+        raise BadServerReply(f"{where}: {NO_NEXT_TOKENS}")
+    out = []
+    for i, d in enumerate(plp[1:], 1):
+        top = [k for k, v in d.items() if isinstance(v, dict) and v.get("rank") == 1] if isinstance(d, dict) else []
+        if len(top) != 1 or not str(top[0]).isdigit():
+            raise BadServerReply(f"{where}: choices[0].prompt_logprobs[{i}] has no single rank-1 token")
+        out.append(int(top[0]))
+    return out
 
 
 def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture,
                      hidden_states_dir: str | os.PathLike, max_new_tokens: int = 1,
-                     progress: Progress | None = None) -> tuple[ServedStates, ...]:
+                     progress: Progress | None = None, next_tokens: bool = False) -> tuple[ServedStates, ...]:
     folder = Path(hidden_states_dir)
     if not folder.is_dir():
         raise ServerError(f"{param('hidden_states_dir', str(folder))}: not a folder")
@@ -73,7 +89,7 @@ def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capt
     out = []
     for i, ids in enumerate(prompts):
         where = f"server {http_.url}/v1/completions (prompt {i})"
-        r = http_.json("POST", "/v1/completions", request_body(ids, max_new_tokens))
+        r = http_.json("POST", "/v1/completions", request_body(ids, max_new_tokens, next_tokens))
         choices = _field(r, "choices", list, where)
         if len(choices) != 1:
             raise BadServerReply(f"{where}: expected 1 choice, got {len(choices)}")
@@ -90,8 +106,10 @@ def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capt
         outs = tuple(int(t) for t in toks)
         expect = prompt + (outs[:-1] if max_new_tokens > 1 else ())
         states = load_states(path, capture, expect)
-        out.append(ServedStates(f"vllm {path}", prompt, outs if max_new_tokens > 1 else outs[:1], states, capture,
-                                choices[0].get("finish_reason")))
+        kept = outs if max_new_tokens > 1 else outs[:1]
+        nxt = (tuple(prompt_argmax(choices[0].get("prompt_logprobs"), prompt, where)) + kept) if next_tokens else None
+        out.append(ServedStates(f"vllm {path}", prompt, kept, states, capture, choices[0].get("finish_reason"),
+                                next_tokens=nxt))
         if progress:
             progress(i, len(prompts), path.stat().st_size)
     return tuple(out)

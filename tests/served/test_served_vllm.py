@@ -141,10 +141,22 @@ def test_path_rules(tmp_path):
             locate(bad, tmp_path)
 
 
-def test_fingerprint_with_a_vllm_states_server_is_one_line(vllm_wheel, served_target, served_target_no_weights,
-                                                           make_draft, tmp_path):
-    """vLLM's prompt_logprobs are not read (eagle_audit.served.vllm.NO_NEXT_TOKENS): refused before anything is
-    generated, exit 2, one line."""
+def test_next_tokens_from_prompt_logprobs(vllm_wheel, served_target, local, tmp_path):
+    """prompt_logprobs 1 through the wheel's gather, processor and clamp: the argmax at every position."""
+    import torch
+
+    launch = vllm_reference(TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN), str(tmp_path))
+    with serving(_fake(vllm_wheel, served_target, launch, tmp_path)) as url:
+        got = read_vllm_states(ServerOptions(url, "vllm", timeout=30, deadline=60), prompts(2), launch.capture,
+                               tmp_path, max_new_tokens=3, next_tokens=True)
+    for g in got:
+        want = local.model(torch.tensor([list(g.token_ids)])).logits[0].argmax(-1).tolist()
+        assert list(g.next_tokens) == want and len(want) == g.states.shape[0]
+
+
+def test_fingerprint_through_a_vllm_states_server(vllm_wheel, served_target, served_target_no_weights, make_draft,
+                                                  tmp_path):
+    """The CLI end to end on a weights-free target: no exit 2, the states and labels from the vLLM server."""
     from typer.testing import CliRunner
 
     from eagle_audit.cli.main import app
@@ -154,7 +166,9 @@ def test_fingerprint_with_a_vllm_states_server_is_one_line(vllm_wheel, served_ta
     with serving(fake) as url:
         r = CliRunner().invoke(app, ["fingerprint", "-t", str(served_target_no_weights), "-d",
                                      str(make_draft(nested_ids=[1, 2, 3])), "--server", url, "--server-kind", "vllm",
-                                     "--max-prompts", "1"])
-    assert r.exit_code == 2, r.output
-    assert "cannot give the target's argmax at every position" in r.stderr and "prompt_logprobs" in r.stderr
-    assert len(r.stderr.strip().splitlines()) <= 2 and "Traceback" not in r.output
+                                     "--hidden-states-dir", str(tmp_path), "--max-prompts", "2", "--max-new-tokens",
+                                     "4", "--json", "-"])
+    assert r.exit_code in (0, 1), r.output
+    data = json.loads(r.stdout)
+    assert data["provenance"]["source"]["backend"] == "server" and "vllm server" in data["provenance"]["source"]["origin"]
+    assert fake.n == 2  # one request per prompt

@@ -11,6 +11,14 @@
   ``extract_from_kv_cache`` and ``_write_tensors`` (``save_file``, then the lock released), in a thread as
   the connector's pool does, after a delay so the client must wait on the lock.
 
+With ``prompt_logprobs`` in the request: the worker's ``Sampler.gather_logprobs`` (``v1/sample/sampler.py:373-420``,
+the prompt token then the top-k, and the prompt token's rank) on the tiny model's log-softmax, its
+``batched_count_greater_than`` (a compiled kernel) as ``(logprobs >= token_logprob).sum(-1)``; the front end's
+``LogprobsProcessor._update_prompt_logprobs`` (``v1/engine/logprobs.py:124-189``) with ``create_prompt_logprobs``,
+``append_logprobs_for_next_position`` and ``Logprob`` (``logprobs.py:12-205``) and ``clamp_prompt_logprobs``
+(``entrypoints/generate/base/serving.py:381-393``), all from the wheel; the response model's JSON (pydantic:
+``dict[int, Logprob]`` keys as strings, ``completion/protocol.py:689``) is written as that.
+
 What cannot run here, cited: ``_submit_async_write`` (``:359-444``) copies through a CUDA stream and pinned
 memory: the test server does its CPU equivalent (slot mapping from the block ids, ``extract_from_kv_cache``,
 the same ``{"hidden_states", "token_ids"}`` dict); the cache write of ``CacheOnlyAttentionLayer``
@@ -21,6 +29,7 @@ bfloat16, a KV-cache dtype the layer accepts (``:238-246``: auto, bfloat16, floa
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -29,6 +38,7 @@ import sys
 import threading
 import time
 import types
+import typing
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
@@ -74,6 +84,7 @@ class VFaults:
 class FakeVLLM:
     def __init__(self, wheel, target_path, boundaries: list[int], storage: Path, faults: VFaults = VFaults()):
         self.mod = connector_module(wheel)
+        self.wheel = wheel
         self.target = Target(target_path)
         self.boundaries, self.storage, self.faults = boundaries, storage, faults
         C = self.mod["ExampleHiddenStatesConnector"]
@@ -131,10 +142,44 @@ class FakeVLLM:
         path = saved["hidden_states_path"]
         if self.faults.escape_path:
             path = "/etc/../etc/passwd.safetensors"
-        return {"id": rid, "object": "text_completion", "choices": [
-            {"index": 0, "text": "", "token_ids": out, "finish_reason": "length"}],
+        choice = {"index": 0, "text": "", "token_ids": out, "finish_reason": "length"}
+        if body.get("prompt_logprobs") is not None:
+            choice["prompt_logprobs"] = self.prompt_logprobs(ids, int(body["prompt_logprobs"]))
+        return {"id": rid, "object": "text_completion", "choices": [choice],
             "usage": {"prompt_tokens": len(ids), "completion_tokens": n}, "kv_transfer_params": {
                 "hidden_states_path": path}}
+
+
+    def prompt_logprobs(self, ids: list[int], k: int) -> list:
+        """The wheel's worker gather, front-end processor and clamp on the tiny model's log-softmax (module
+        docstring); the response's JSON form."""
+        if not hasattr(self, "_lp"):
+            import dataclasses
+            import itertools
+
+            src = WheelSource(self.wheel)
+            lp_ns = src.definitions("vllm/logprobs.py", ("Logprob", "create_prompt_logprobs",
+                                                         "append_logprobs_for_next_position"),
+                                    {"dataclass": dataclass, "itertools": itertools, "Iterable": typing.Iterable,
+                                     "FlatLogprobs": type("FlatLogprobs", (), {}), "PromptLogprobs": list,
+                                     "SampleLogprobs": list, "LogprobsOnePosition": dict})
+            gather = src.function("vllm/v1/sample/sampler.py", "Sampler.gather_logprobs", {
+                "torch": torch, "gpu_sync_allowed": lambda **kw: contextlib.nullcontext(),
+                "batched_count_greater_than": lambda x, v: (x >= v).sum(-1),
+                "LogprobsTensors": lambda *a: a})
+            proc = src.cls("vllm/v1/engine/logprobs.py", "LogprobsProcessor", ("_update_prompt_logprobs",),
+                           (object,), {"convert_ids_list_to_tokens": None, "NONES": itertools.repeat(None),
+                                       "append_logprobs_for_next_position": lp_ns["append_logprobs_for_next_position"]})
+            clamp = src.function("vllm/entrypoints/generate/base/serving.py", "clamp_prompt_logprobs", {})
+            self._lp = (lp_ns, gather, proc, clamp, dataclasses.asdict)
+        lp_ns, gather, proc, clamp, asdict = self._lp
+        with torch.no_grad():
+            logp = torch.log_softmax(self.target.model(torch.tensor([ids])).logits[0, :-1].float(), -1)  # [P-1, V]
+        tensors = gather(logp, k, torch.tensor(ids[1:], dtype=torch.int64))
+        p = proc()
+        p.tokenizer, p.num_prompt_logprobs, p.prompt_logprobs = None, k, lp_ns["create_prompt_logprobs"](False)
+        p._update_prompt_logprobs(tensors)
+        return [None if d is None else {str(t): asdict(v) for t, v in d.items()} for d in clamp(p.prompt_logprobs)]
 
 
 class _Handler(BaseHTTPRequestHandler):
