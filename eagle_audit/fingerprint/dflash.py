@@ -1,0 +1,319 @@
+"""A DFlash block-draft forward, on the target's states (the fingerprint's scorer runs it; issue 17).
+
+What a DFlash draft computes, as z-lab ``dflash`` 0.1.0 (``dflash/model.py`` ``DFlashDraftModel.forward``,
+``Qwen3DFlashAttention.forward``) and SpecForge 0.2.0 (``specforge/modeling/draft/dflash.py``, trained through
+``algorithms/common/dflash_family_model.py`` ``OnlineDFlashModel``) define it; tests/fingerprint/
+test_dflash_forward.py executes both wheels' own forwards against this one:
+
+* **Context.** The target states of the draft's slots, concatenated per position, go through ``fc`` (no bias)
+  and ``hidden_norm``: ``ctx = hidden_norm(fc(cat(s_1..s_n)))`` [batch, S, H]. The same ``ctx`` feeds every
+  draft layer (it is not updated through the layers).
+* **Block.** A block starts at an *anchor* position a: its tokens are ``[x_a, mask, ..., mask]``
+  (``block_size`` tokens, ``mask_token_id``), embedded with the target's embedding (times
+  ``input_embedding_scale``, z-lab), at positions a..a+block_size-1. Its context is the target's states at
+  positions < a (``kv < anchor``, SpecForge's mask; at inference the state of x_a is not computed yet).
+* **Layer.** Pre-norm Qwen3 layer whose attention reads queries from the block only and keys/values from
+  ``cat(ctx, block)`` through the same ``k_proj`` / ``v_proj``; per-head ``q_norm`` / ``k_norm`` before RoPE
+  (context keys at their own positions); the block sees itself bidirectionally (``is_causal`` false, as
+  SpecForge always and z-lab for full-attention layers), every allowed context key, and nothing of other blocks.
+* **Output.** ``norm`` of the last layer, then the *target's* ``lm_head`` (times ``output_multiplier``, and
+  ``final_logit_softcapping`` when set: z-lab); block position k (1..block_size-1) predicts x_{a+k}.
+
+Not run here (refused in one line by :func:`dflash_arch`): sliding-attention layers, DFlash2's convolutions and
+candidate selector, the speculators layout (its ``embed_tokens`` / own ``lm_head`` / ``d2t`` and
+``transformer_layer_config``), and DSpark's Markov head (:data:`DSPARK_NOT_RUN`).
+
+Assumption, named: the target's embedding is its raw ``embed_tokens`` weight (what ``source.embedding()``
+gives): exact for Llama / Qwen targets, not for targets that scale their embedding inside the module (Gemma).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+from ..accept.runtime import DraftMLP, RMSNorm, RopeScaling, _rope, rope_cos_sin
+from ..errors import BadCheckpoint
+
+#: DFlash variants named in ``architectures`` that this forward does not run, and why.
+NOT_RUN_ARCHS = {"DFlash2": "DFlash2's grouped causal convolutions and candidate selector are not implemented"}
+DSPARK_NOT_RUN = ("fingerprint runs DFlash block drafts, not DSpark ones: a DSpark draft's logits go through its "
+                  "Markov head (a low-rank term of the previous token and a prefix GRU, SpecForge 0.2.0 "
+                  "modeling/draft/dspark.py), which eagle-audit does not implement yet; `eagle-audit layers` audits "
+                  "its wiring")
+
+
+@dataclass(frozen=True)
+class DFlashArch:
+    """Shapes and hyper-parameters of a DFlash draft (its config, and fc's shape for the slot count)."""
+
+    hidden_size: int
+    target_hidden_size: int
+    num_aux: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    eps: float
+    rope_theta: float
+    block_size: int
+    mask_token_id: int
+    attention_bias: bool = False
+    causal: bool = False  # z-lab ``is_causal: true``: block position i sees block positions <= i only
+    embed_scale: float = 1.0  # z-lab ``input_embedding_scale``
+    output_multiplier: float = 1.0  # z-lab ``output_multiplier``
+    softcap: float | None = None  # z-lab ``final_logit_softcapping``
+    rope: RopeScaling | None = None
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+
+def _value(cfg: Mapping[str, Any], name: str, default=None):
+    """``dflash_config.<name>``, else the top-level key (z-lab ``_draft_value``)."""
+    nested = cfg.get("dflash_config") if isinstance(cfg.get("dflash_config"), Mapping) else {}
+    v = nested.get(name, cfg.get(name))
+    return default if v is None else v
+
+
+def dflash_arch(spec, target_hidden: int) -> DFlashArch:
+    """The forward's arch for a DFlash draft ``spec`` (:class:`eagle_audit.draft.DraftSpec`); bad input (one
+    line) for what it does not run."""
+    where = spec.path
+    if spec.kind == "dspark":
+        raise BadCheckpoint(f"{where}: a dspark draft: {DSPARK_NOT_RUN}")
+    if spec.kind != "dflash":
+        raise BadCheckpoint(f"{where}: not a DFlash draft (kind {spec.kind})")
+    if spec.layout != "dflash":
+        raise BadCheckpoint(f"{where}: a DFlash draft in the {spec.layout} layout: fingerprint runs the z-lab layout "
+                            "(SpecForge, modelopt, z-lab dflash write it); this layout's own embedding, head and "
+                            "transformer_layer_config are not read yet")
+    for arch in spec.architectures:
+        for name, why in NOT_RUN_ARCHS.items():
+            if name in arch:
+                raise BadCheckpoint(f"{where}: {arch}: {why}")
+    cfg = spec.config
+    layer_types = cfg.get("layer_types") or ()
+    if "sliding_attention" in layer_types:
+        raise BadCheckpoint(f"{where}: layer_types has sliding_attention layers: the DFlash forward here runs "
+                            "full-attention layers only")
+    mask = _value(cfg, "mask_token_id")
+    if not isinstance(mask, int) or isinstance(mask, bool):
+        raise BadCheckpoint(f"{where}: no mask_token_id (dflash_config.mask_token_id): the block's mask token is "
+                            "needed to run the draft")
+    H = int(cfg.get("hidden_size") or spec.hidden_size)
+    heads = int(cfg.get("num_attention_heads") or 0)
+    if not heads or not cfg.get("intermediate_size"):
+        raise BadCheckpoint(f"{where}: num_attention_heads and intermediate_size are needed to run the draft")
+    if target_hidden <= 0 or spec.fc_in % target_hidden:
+        raise BadCheckpoint(f"{where}: fc.weight takes {spec.fc_in} inputs, not a multiple of the target's hidden "
+                            f"size {target_hidden}")
+    if H != target_hidden:
+        raise BadCheckpoint(f"{where}: draft hidden size {H} differs from the target's {target_hidden}: a DFlash "
+                            "draft embeds with the target's embedding and predicts with its lm_head")
+    theta, rope, notes = _rope(cfg, ("linear", "llama3", "yarn"))
+    cap = _value(cfg, "final_logit_softcapping")
+    is_causal = cfg.get("is_causal")
+    return DFlashArch(
+        hidden_size=H, target_hidden_size=target_hidden, num_aux=spec.fc_in // target_hidden,
+        num_layers=int(cfg.get("num_hidden_layers") or spec.num_layers), num_heads=heads,
+        num_kv_heads=int(cfg.get("num_key_value_heads") or heads), head_dim=int(cfg.get("head_dim") or H // heads),
+        intermediate_size=int(cfg["intermediate_size"]), eps=float(cfg.get("rms_norm_eps") or 1e-6),
+        rope_theta=theta, block_size=int(_value(cfg, "block_size", 16)), mask_token_id=mask,
+        attention_bias=bool(cfg.get("attention_bias", False)), causal=bool(is_causal) if is_causal is not None else False,
+        embed_scale=float(_value(cfg, "input_embedding_scale", 1.0)),
+        output_multiplier=float(_value(cfg, "output_multiplier", 1.0)),
+        softcap=float(cap) if cap is not None and float(cap) > 0 else None, rope=rope, notes=tuple(notes))
+
+
+class BlockAttention(nn.Module):
+    """Queries from the block, keys/values from the context and the block (same projections)."""
+
+    def __init__(self, a: DFlashArch):
+        super().__init__()
+        self.arch = a
+        self.q_proj = nn.Linear(a.hidden_size, a.num_heads * a.head_dim, bias=a.attention_bias)
+        self.k_proj = nn.Linear(a.hidden_size, a.num_kv_heads * a.head_dim, bias=a.attention_bias)
+        self.v_proj = nn.Linear(a.hidden_size, a.num_kv_heads * a.head_dim, bias=a.attention_bias)
+        self.o_proj = nn.Linear(a.num_heads * a.head_dim, a.hidden_size, bias=a.attention_bias)
+        self.q_norm = RMSNorm(a.head_dim, a.eps)
+        self.k_norm = RMSNorm(a.head_dim, a.eps)
+
+    def forward(self, x, ctx, rope_blk, rope_ctx, ctx_visible):
+        """``x`` [B, A, bs, H] (normed block hidden), ``ctx`` [B, S, H]; ``rope_*`` (cos, sin) of
+        [B, A, bs, 1, d] and [B or 1, S, 1, d]; ``ctx_visible`` [B, A, S] bool -> [B, A, bs, H]."""
+        a = self.arch
+        B, A, bs, _ = x.shape
+        S = ctx.shape[1]
+        g, r, d = a.num_kv_heads, a.num_heads // a.num_kv_heads, a.head_dim
+        q = self.q_norm(self.q_proj(x).view(B, A, bs, a.num_heads, d))  # [B, A, bs, heads, d]
+        kb = self.k_norm(self.k_proj(x).view(B, A, bs, g, d))  # [B, A, bs, kv_heads, d]
+        vb = self.v_proj(x).view(B, A, bs, g, d)
+        kc = self.k_norm(self.k_proj(ctx).view(B, S, g, d))  # [B, S, kv_heads, d]
+        vc = self.v_proj(ctx).view(B, S, g, d)
+        q, kb = _rotate(q, *rope_blk), _rotate(kb, *rope_blk)
+        kc = _rotate(kc, *rope_ctx)
+        q = q.view(B, A, bs, g, r, d) * d ** -0.5
+        s_ctx = torch.einsum("baqgrd,bsgd->bgraqs", q, kc)  # [B, kv_heads, rep, A, bs, S]
+        s_blk = torch.einsum("baqgrd,bakgd->bgraqk", q, kb)  # [B, kv_heads, rep, A, bs, bs]
+        neg = torch.finfo(s_ctx.dtype).min
+        s_ctx = s_ctx.masked_fill(~ctx_visible[:, None, None, :, None, :], neg)
+        if a.causal:
+            tri = torch.ones(bs, bs, dtype=torch.bool, device=x.device).tril()
+            s_blk = s_blk.masked_fill(~tri, neg)
+        p = torch.softmax(torch.cat([s_ctx, s_blk], dim=-1).float(), dim=-1).to(q.dtype)
+        o = (torch.einsum("bgraqs,bsgd->baqgrd", p[..., :S], vc)
+             + torch.einsum("bgraqk,bakgd->baqgrd", p[..., S:], vb))  # [B, A, bs, kv_heads, rep, d]
+        return self.o_proj(o.reshape(B, A, bs, a.num_heads * d))
+
+
+def _rotate(x, cos, sin):
+    half = x.shape[-1] // 2
+    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+
+class BlockLayer(nn.Module):
+    def __init__(self, a: DFlashArch):
+        super().__init__()
+        self.input_layernorm = RMSNorm(a.hidden_size, a.eps)
+        self.self_attn = BlockAttention(a)
+        self.post_attention_layernorm = RMSNorm(a.hidden_size, a.eps)
+        self.mlp = DraftMLP(a.hidden_size, a.intermediate_size)
+
+    def forward(self, x, ctx, rope_blk, rope_ctx, ctx_visible):
+        x = x + self.self_attn(self.input_layernorm(x), ctx, rope_blk, rope_ctx, ctx_visible)
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+@dataclass
+class BlockStep:
+    """The scorer's view (:meth:`DFlashDraft.forward`): the block's first drafted token at every anchor."""
+
+    logits: torch.Tensor  # [batch, pos, vocab]
+
+
+class DFlashDraft(nn.Module):
+    """The DFlash draft network; ``embed`` and ``target_head`` (the target's, [vocab, H]) are set by
+    :func:`load_dflash_draft` and are not parameters of the draft. Weight names are z-lab's / SpecForge's
+    (``fc``, ``hidden_norm``, ``layers.{i}.self_attn.{q,k,v,o}_proj`` / ``{q,k}_norm``, ``layers.{i}.mlp``,
+    ``norm``)."""
+
+    fc_always = True  # fc runs at any width (z-lab, SpecForge): no skip when n x H_t == H
+    input_norm = None  # no norm before fc, no per-slot norm: fc is linear in the slots (the scorer's fast path)
+    fc_norm = None
+
+    def __init__(self, arch: DFlashArch):
+        super().__init__()
+        self.arch = arch
+        a = arch
+        self.fc = nn.Linear(a.num_aux * a.target_hidden_size, a.hidden_size, bias=False)
+        self.hidden_norm = RMSNorm(a.hidden_size, a.eps)
+        self.layers = nn.ModuleList(BlockLayer(a) for _ in range(a.num_layers))
+        self.norm = RMSNorm(a.hidden_size, a.eps)
+        self.embed: torch.Tensor | None = None  # [vocab, H], the target's
+        self.target_head: torch.Tensor | None = None  # [vocab, H], the target's lm_head
+        self.register_buffer("hot_ids", torch.arange(0), persistent=False)  # the target's whole vocabulary
+
+    @property
+    def device(self) -> torch.device:
+        return self.norm.weight.device
+
+    def project(self, target_states: torch.Tensor) -> torch.Tensor:
+        """fc over the concatenated slot states [..., n*H_t] -> [..., H] (``hidden_norm`` is the forward's)."""
+        return self.fc(target_states)
+
+    def context(self, target_states: torch.Tensor, projected: bool = False) -> torch.Tensor:
+        """``hidden_norm(fc(...))``: the context every layer attends to [B, S, H]."""
+        return self.hidden_norm(target_states if projected else self.project(target_states))
+
+    def embed_tokens(self, ids: torch.Tensor) -> torch.Tensor:
+        x = F.embedding(ids, self.embed).to(self.norm.weight.dtype)
+        return x * self.arch.embed_scale if self.arch.embed_scale != 1.0 else x
+
+    def blocks(self, ctx: torch.Tensor | None, block_ids: torch.Tensor, anchors: torch.Tensor,
+               ctx_valid: torch.Tensor | None = None, last_rows: slice | None = None) -> torch.Tensor:
+        """The draft's final-normed hidden for blocks. ``ctx`` [B, S, H] (:meth:`context`; context position j is
+        absolute position j; None: no context at all), ``block_ids`` [B, A, bs] (anchor token + mask tokens),
+        ``anchors`` [B, A] (each block's first position; it sees context positions < its anchor),
+        ``ctx_valid`` [B, S] (False: padding, never seen) -> [B, A, bs, H]. ``last_rows``: return only these
+        block positions (the last layer's other rows are not computed: they feed nothing)."""
+        a = self.arch
+        B, A, bs = block_ids.shape
+        dt = self.norm.weight.dtype
+        dev = block_ids.device
+        x = self.embed_tokens(block_ids)  # [B, A, bs, H]
+        pos_blk = anchors[..., None] + torch.arange(bs, device=dev)  # [B, A, bs]
+        cos, sin = rope_cos_sin(pos_blk.reshape(B, A * bs), a.head_dim, a.rope_theta, dt, a.rope)  # [B,1,A*bs,d]
+        rope_blk = tuple(t[:, 0].view(B, A, bs, 1, a.head_dim) for t in (cos, sin))
+        if ctx is None:
+            ctx = torch.zeros(B, 0, a.hidden_size, dtype=dt, device=dev)
+        S = ctx.shape[1]
+        cos, sin = rope_cos_sin(torch.arange(S, device=dev)[None], a.head_dim, a.rope_theta, dt, a.rope)
+        rope_ctx = tuple(t[:, 0][:, :, None] for t in (cos, sin))  # [1, S, 1, d]
+        visible = torch.arange(S, device=dev)[None, None] < anchors[..., None]  # [B, A, S]
+        if ctx_valid is not None:
+            visible = visible & ctx_valid[:, None, :]
+        ctx = ctx.to(dt)
+        for layer in self.layers:
+            x = layer(x, ctx, rope_blk, rope_ctx, visible)
+        if last_rows is not None:
+            x = x[:, :, last_rows]
+        return self.norm(x)
+
+    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        out = (hidden @ self.target_head.T.to(hidden.dtype)) * self.arch.output_multiplier
+        if self.arch.softcap is not None:
+            out = torch.tanh(out / self.arch.softcap) * self.arch.softcap
+        return out
+
+    def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor | None, positions: torch.Tensor | None = None,
+                projected: bool = True) -> BlockStep:
+        """The fingerprint scorer's view, position for position as the EAGLE-3 step 0: at position t of a case,
+        the block anchored at t+1 (token ``input_ids[:, t]`` = x[t+1]; context: the states at positions 0..t)
+        and the logits of its first drafted token (x[t+2]). ``hidden`` [B, T, H]: fc's output (``projected``)
+        or the concatenated slot states [B, T, n*H_t]; None: no context (the draft fed no target information)."""
+        B, T = input_ids.shape
+        bs = self.arch.block_size
+        block = torch.full((B, T, bs), self.arch.mask_token_id, dtype=torch.long, device=input_ids.device)
+        block[..., 0] = input_ids
+        anchors = torch.arange(1, T + 1, device=input_ids.device).expand(B, T)
+        ctx = self.context(hidden.to(self.norm.weight.dtype), projected) if hidden is not None else None
+        first = self.blocks(ctx, block, anchors, last_rows=slice(1, 2))[:, :, 0]  # [B, T, H]
+        return BlockStep(self.logits(first))
+
+
+def build_dflash_draft(arch: DFlashArch, weights: Mapping[str, torch.Tensor], embed: torch.Tensor,
+                       head: torch.Tensor, where: str = "draft", dtype=torch.float32) -> DFlashDraft:
+    """The draft module with ``weights`` (canonical names) loaded, the target's ``embed`` / ``head`` [vocab, H]."""
+    with torch.device(embed.device):
+        model = DFlashDraft(arch)
+    own = model.state_dict()
+    missing = [k for k in own if k not in weights]
+    if missing:
+        raise BadCheckpoint(f"{where}: missing weight(s) {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")
+    for k, p in own.items():
+        if tuple(weights[k].shape) != tuple(p.shape):
+            raise BadCheckpoint(f"{where}: weight {k} has shape {tuple(weights[k].shape)}, the config implies "
+                                f"{tuple(p.shape)}")
+    model.load_state_dict({k: weights[k] for k in own}, strict=True)
+    model.to(dtype)
+    if not 0 <= arch.mask_token_id < embed.shape[0]:
+        raise BadCheckpoint(f"{where}: mask_token_id {arch.mask_token_id} is outside the target's vocabulary "
+                            f"(0..{embed.shape[0] - 1})")
+    model.embed, model.target_head = embed, head
+    model.hot_ids = torch.arange(embed.shape[0], device=embed.device)
+    return model.eval()
+
+
+def load_dflash_draft(spec, target, dtype=torch.float32) -> DFlashDraft:
+    """The DFlash draft of ``spec`` with the loaded ``target``'s embedding and lm_head (a state source)."""
+    from ..accept.runtime import read_weights
+    from ..source import as_source
+
+    source = as_source(target)
+    embed, head = source.embedding(), source.lm_head()  # [vocab, H] each
+    arch = dflash_arch(spec, target.info.hidden_size)
+    return build_dflash_draft(arch, read_weights(spec.path), embed, head, spec.path, dtype)

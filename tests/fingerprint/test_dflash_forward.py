@@ -1,0 +1,174 @@
+"""eagle-audit's DFlash block-draft forward (eagle_audit/fingerprint/dflash.py) against the wheels' own forwards,
+on one random-weight tiny draft and random target states:
+
+* z-lab ``dflash`` 0.1.0 (``dflash/model.py``, installed ``--no-deps`` into the test cache): ``DFlashDraftModel``
+  built from the config, its weights saved with ``save_pretrained`` and read back by eagle-audit; the inference
+  call of ``dflash_generate`` (one block after the context, the target's embedding through
+  ``_raw_input_embeddings`` with ``input_embedding_scale``, ``compute_logits`` with ``output_multiplier`` and
+  softcapping), bidirectional and ``is_causal`` blocks;
+* SpecForge 0.2.0: ``OnlineDFlashModel._forward_draft_blocks`` (``algorithms/common/dflash_family_model.py``, its
+  training forward: many anchors in one pass, its own anchor sampling and sdpa mask) on its own
+  ``DFlashDraftModel`` (``modeling/draft/dflash.py``).
+
+Logits (and hidden states) equal to 1e-5; a control draft with one weight perturbed differs by more.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import wheels
+from eagle_audit.accept.runtime import read_weights
+from eagle_audit.draft import read_draft
+from eagle_audit.fingerprint.dflash import build_dflash_draft, dflash_arch
+
+pytestmark = pytest.mark.full
+
+H, N_TARGET, VOCAB, MASK = 64, 6, 300, 7
+
+
+@pytest.fixture(scope="module")
+def zlab():
+    site = wheels.installed(wheels.dflash_wheel())
+    sys.path.insert(0, str(site))
+    try:
+        import dflash.model as m
+    finally:
+        sys.path.remove(str(site))
+    return m
+
+
+@pytest.fixture(scope="module")
+def specforge():
+    from trainers.conftest import import_trainers  # the wheel's modules, with the stubs restored after
+    site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
+    return import_trainers(site, ("specforge.algorithms.common.dflash_family_model",
+                                  "specforge.modeling.draft.dflash"))
+
+
+def qwen3_config(layers: int = 2, block: int = 4, ids=(0, 2, 4), **dflash):
+    import transformers as T
+
+    cfg = T.Qwen3Config(num_hidden_layers=layers, hidden_size=H, intermediate_size=128, num_attention_heads=4,
+                        num_key_value_heads=2, head_dim=16, vocab_size=VOCAB, rms_norm_eps=1e-6,
+                        num_target_layers=N_TARGET, block_size=block, max_position_embeddings=512)
+    cfg.architectures = ["DFlashDraftModel"]
+    cfg.dflash_config = {"target_layer_ids": list(ids), "mask_token_id": MASK, "block_size": block, **dflash}
+    return cfg
+
+
+def randomize(model, seed: int) -> None:
+    """Random weights everywhere, norms included (all-ones norms would hide a norm applied in the wrong place)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.3 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.08 * torch.randn(p.shape, generator=g))
+
+
+def ours(model_dir: Path, embed: torch.Tensor, head: torch.Tensor):
+    spec = read_draft(str(model_dir))
+    return build_dflash_draft(dflash_arch(spec, H), read_weights(model_dir), embed, head, str(model_dir))
+
+
+def tiny_target_head(seed: int = 1):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(VOCAB, H, generator=g), 0.1 * torch.randn(VOCAB, H, generator=g)  # embedding, lm_head
+
+
+class _Target(torch.nn.Module):
+    """What z-lab's helpers read off a target: ``get_input_embeddings`` and ``lm_head``."""
+
+    def __init__(self, embed, head):
+        super().__init__()
+        self.embed_tokens = torch.nn.Embedding.from_pretrained(embed)
+        self.lm_head = torch.nn.Linear(H, VOCAB, bias=False)
+        self.lm_head.weight.data.copy_(head)
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+
+@pytest.mark.parametrize("extra", [{}, {"is_causal": True},
+                                   {"input_embedding_scale": 1.7, "output_multiplier": 0.6,
+                                    "final_logit_softcapping": 3.0}], ids=["bidirectional", "causal", "scaled"])
+def test_zlab_inference_block_equals_ours(zlab, tmp_path, extra):
+    cfg = qwen3_config(layers=2, block=4)
+    if "is_causal" in extra:
+        cfg.is_causal = True
+    else:
+        cfg.dflash_config.update(extra)
+    model = zlab.DFlashDraftModel(cfg).eval()
+    randomize(model, 0)
+    model.save_pretrained(tmp_path / "d")
+    embed, head = tiny_target_head()
+    target = _Target(embed, head)
+    mine = ours(tmp_path / "d", embed, head)
+    g = torch.Generator().manual_seed(2)
+    S, bs = 11, 4
+    states = torch.randn(1, S, 3 * H, generator=g)  # [1, S, n*H_t]: the target's states at positions 0..S-1
+    block = torch.tensor([[42] + [MASK] * (bs - 1)])  # anchor token x_S + mask tokens
+    with torch.inference_mode():
+        # dflash_generate's draft call (dflash/model.py): embedding, positions of context + block, head
+        noise = zlab._raw_input_embeddings(target, block, float(zlab._draft_value(model.config,
+                                                                                   "input_embedding_scale", 1.0)))
+        theirs_h = model(target_hidden=states, noise_embedding=noise, position_ids=torch.arange(S + bs)[None])
+        theirs = model.compute_logits(theirs_h, zlab._output_head(target))  # [1, bs, V]
+        mine_h = mine.blocks(mine.context(states), block[:, None], torch.tensor([[S]]))[:, 0]  # [1, bs, H]
+        logits = mine.logits(mine_h)
+    assert mine_h.shape == theirs_h.shape and logits.shape == theirs.shape
+    assert (mine_h - theirs_h).abs().max() < 1e-5
+    assert (logits - theirs).abs().max() < 1e-5, float((logits - theirs).abs().max())
+    # the scorer's view: position t = the block anchored at t+1 over states 0..t; its last position is the above
+    ids = torch.randint(0, VOCAB, (1, S), generator=g)
+    ids[0, S - 1] = 42
+    with torch.inference_mode():
+        step = mine(ids, mine.project(states), projected=True).logits  # [1, S, V]
+    assert (step[0, S - 1] - theirs[0, 1]).abs().max() < 1e-5
+    # control: one weight off by a little is seen
+    with torch.no_grad():
+        mine.layers[0].self_attn.k_proj.weight[0, 0] += 0.05
+        off = mine.logits(mine.blocks(mine.context(states), block[:, None], torch.tensor([[S]]))[:, 0])
+    assert (off - theirs).abs().max() > 1e-4
+
+
+def test_specforge_training_forward_equals_ours(specforge, tmp_path):
+    fam = specforge["specforge.algorithms.common.dflash_family_model"]
+    draft_mod = specforge["specforge.modeling.draft.dflash"]
+    bs = 4
+    cfg = qwen3_config(layers=2, block=bs, ids=(1, 3))
+    cfg._attn_implementation = "sdpa"
+    model = draft_mod.DFlashDraftModel(cfg).eval()
+    randomize(model, 3)
+    model.save_pretrained(tmp_path / "sf")
+    embed, head = tiny_target_head(4)
+    target = _Target(embed, head)
+    online = fam.OnlineDFlashModel(model, target.lm_head, target.embed_tokens, MASK, block_size=bs,
+                                   attention_backend="sdpa", num_anchors=6)
+    g = torch.Generator().manual_seed(5)
+    B, S = 2, 17
+    ids = torch.randint(0, VOCAB, (B, S), generator=g)
+    states = torch.randn(B, S, 2 * H, generator=g)
+    loss_mask = torch.ones(B, S)
+    loss_mask[1, 12:] = 0  # the second case is shorter: fewer anchors, some blocks not kept
+    torch.manual_seed(6)
+    with torch.inference_mode():
+        anchors, keep, out = online._forward_draft_blocks(ids, states, loss_mask)  # out [B, A*bs, H]
+    A = anchors.shape[1]
+    out = out.view(B, A, bs, H)
+    mine = ours(tmp_path / "sf", embed, head)
+    block = torch.full((B, A, bs), MASK)
+    block[..., 0] = ids.gather(1, anchors)
+    with torch.inference_mode():
+        h = mine.blocks(mine.context(states), block, anchors)  # [B, A, bs, H]
+    assert keep.sum() >= 8 and int(anchors.max()) > 8  # several anchors, deep into the context
+    diff = (h - out).abs().amax(dim=(-1, -2))[keep]
+    assert float(diff.max()) < 1e-5, diff
+    la, lb = target.lm_head(out[keep]), mine.logits(h[keep])
+    assert (la - lb).abs().max() < 1e-5
