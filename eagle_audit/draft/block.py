@@ -138,14 +138,12 @@ def convention_for(conv: Convention, kind: str, notes: list[str] | None = None) 
     return out
 
 
-#: Why a command that runs the draft's own forward cannot run a block draft yet (one line each).
+#: Why a command that runs the draft's own forward cannot run a block draft yet (one line each; fingerprint runs
+#: DFlash drafts through eagle_audit/fingerprint/dflash.py and refuses the others there).
 NOT_RUN = {
     "accept-rate": "accept-rate does not simulate block drafting yet (DFlash / DSpark drafts propose a whole block "
                    "of mask-token positions per forward, with the target's states injected as context keys and "
                    "values); `eagle-audit layers` audits their wiring",
-    "fingerprint": "fingerprint does not run block drafts yet: it runs the EAGLE-3 draft forward, and the DFlash / "
-                   "DSpark one (fc + hidden_norm fed as context keys and values to every draft layer, over a block of "
-                   "mask tokens) is not implemented; `eagle-audit layers` audits their wiring",
 }
 
 

@@ -19,9 +19,17 @@ test_dflash_forward.py executes both wheels' own forwards against this one:
 * **Output.** ``norm`` of the last layer, then the *target's* ``lm_head`` (times ``output_multiplier``, and
   ``final_logit_softcapping`` when set: z-lab); block position k (1..block_size-1) predicts x_{a+k}.
 
-Not run here (refused in one line by :func:`dflash_arch`): sliding-attention layers, DFlash2's convolutions and
-candidate selector, the speculators layout (its ``embed_tokens`` / own ``lm_head`` / ``d2t`` and
-``transformer_layer_config``), and DSpark's Markov head (:data:`DSPARK_NOT_RUN`).
+DSpark (SpecForge 0.2.0 ``modeling/draft/dspark.py`` ``DSparkDraftModel``): the same backbone, and a Markov head
+whose logit bias for a drafted token depends on the token before it (``markov_w2(markov_w1[prev])``; ``gated``:
+times ``sigmoid(gate_proj(cat(h, markov_w1[prev])))``; ``rnn``: one recurrent step from a zero state,
+``markov_w2(tanh(out))``). Only the block's first drafted token is computed with it (:meth:`DFlashDraft.logits`
+``prev_ids``): its previous token is the anchor, known; the later ones need the draft's own samples
+(``sample_block_tokens``), which the fingerprint does not score.
+
+Not run here (refused in one line by :func:`dflash_arch` / :func:`build_dflash_draft`): sliding-attention layers,
+DFlash2's convolutions and candidate selector, the speculators layout (its ``embed_tokens`` / own ``lm_head`` /
+``d2t`` and ``transformer_layer_config``), and DSpark heads of any other kind or layout (:data:`DSPARK_NOT_RUN`:
+weights the forward does not know are refused, never dropped).
 
 Assumption, named: the target's embedding is its raw ``embed_tokens`` weight (what ``source.embedding()``
 gives): exact for Llama / Qwen targets, not for targets that scale their embedding inside the module (Gemma).
@@ -41,10 +49,13 @@ from ..errors import BadCheckpoint
 
 #: DFlash variants named in ``architectures`` that this forward does not run, and why.
 NOT_RUN_ARCHS = {"DFlash2": "DFlash2's grouped causal convolutions and candidate selector are not implemented"}
-DSPARK_NOT_RUN = ("fingerprint runs DFlash block drafts, not DSpark ones: a DSpark draft's logits go through its "
-                  "Markov head (a low-rank term of the previous token and a prefix GRU, SpecForge 0.2.0 "
-                  "modeling/draft/dspark.py), which eagle-audit does not implement yet; `eagle-audit layers` audits "
-                  "its wiring")
+DSPARK_NOT_RUN = ("fingerprint runs DSpark drafts with SpecForge 0.2.0's Markov heads (vanilla, gated, rnn: "
+                  "modeling/draft/dspark.py) in the z-lab / SpecForge layout only; this head is not implemented; "
+                  "`eagle-audit layers` audits its wiring")
+MARKOV_KINDS = ("vanilla", "gated", "rnn")
+#: weights a DFlash / DSpark checkpoint may hold that do not change its logits (ignored; the target's embedding
+#: and head are the ones every engine and trainer uses)
+IGNORED_WEIGHTS = ("confidence_head.", "embed_tokens.", "lm_head.")
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,8 @@ class DFlashArch:
     output_multiplier: float = 1.0  # z-lab ``output_multiplier``
     softcap: float | None = None  # z-lab ``final_logit_softcapping``
     rope: RopeScaling | None = None
+    markov: str | None = None  # DSpark's Markov head: "vanilla", "gated", "rnn"; None: none (DFlash)
+    markov_rank: int = 0
     notes: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -80,12 +93,10 @@ def _value(cfg: Mapping[str, Any], name: str, default=None):
 
 
 def dflash_arch(spec, target_hidden: int) -> DFlashArch:
-    """The forward's arch for a DFlash draft ``spec`` (:class:`eagle_audit.draft.DraftSpec`); bad input (one
+    """The forward's arch for a DFlash draft ``spec`` (:class:`eagle_audit.draft.read.DraftSpec`); bad input (one
     line) for what it does not run."""
     where = spec.path
-    if spec.kind == "dspark":
-        raise BadCheckpoint(f"{where}: a dspark draft: {DSPARK_NOT_RUN}")
-    if spec.kind != "dflash":
+    if spec.kind not in ("dflash", "dspark"):
         raise BadCheckpoint(f"{where}: not a DFlash draft (kind {spec.kind})")
     if spec.layout != "dflash":
         raise BadCheckpoint(f"{where}: a DFlash draft in the {spec.layout} layout: fingerprint runs the z-lab layout "
@@ -114,6 +125,11 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
     if H != target_hidden:
         raise BadCheckpoint(f"{where}: draft hidden size {H} differs from the target's {target_hidden}: a DFlash "
                             "draft embeds with the target's embedding and predicts with its lm_head")
+    markov, rank = None, int(_value(cfg, "markov_rank", 0) or 0)
+    if spec.kind == "dspark" and rank > 0:
+        markov = str(_value(cfg, "markov_head_type", "vanilla")).lower()
+        if markov not in MARKOV_KINDS:
+            raise BadCheckpoint(f"{where}: a dspark draft with markov_head_type {markov!r}: {DSPARK_NOT_RUN}")
     theta, rope, notes = _rope(cfg, ("linear", "llama3", "yarn"))
     cap = _value(cfg, "final_logit_softcapping")
     is_causal = cfg.get("is_causal")
@@ -126,7 +142,32 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
         attention_bias=bool(cfg.get("attention_bias", False)), causal=bool(is_causal) if is_causal is not None else False,
         embed_scale=float(_value(cfg, "input_embedding_scale", 1.0)),
         output_multiplier=float(_value(cfg, "output_multiplier", 1.0)),
-        softcap=float(cap) if cap is not None and float(cap) > 0 else None, rope=rope, notes=tuple(notes))
+        softcap=float(cap) if cap is not None and float(cap) > 0 else None, rope=rope, notes=tuple(notes),
+        markov=markov, markov_rank=rank if markov else 0)
+
+
+class MarkovHead(nn.Module):
+    """DSpark's logit bias for the block's first drafted token, whose previous token is the anchor."""
+
+    def __init__(self, a: DFlashArch, vocab: int):
+        super().__init__()
+        self.kind, r = a.markov, a.markov_rank
+        self.markov_w1 = nn.Embedding(vocab, r)
+        self.markov_w2 = nn.Linear(r, vocab, bias=False)
+        if self.kind == "gated":
+            self.gate_proj = nn.Linear(a.hidden_size + r, r)
+        elif self.kind == "rnn":
+            self.joint_proj = nn.Linear(2 * r + a.hidden_size, 3 * r)
+
+    def first_bias(self, prev_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """``prev_ids`` [M] (the anchors), ``hidden`` [M, H] (the first drafted position's) -> [M, vocab]."""
+        e = self.markov_w1(prev_ids)  # [M, r]
+        if self.kind == "gated":
+            e = torch.sigmoid(self.gate_proj(torch.cat([hidden, e], dim=-1))) * e
+        elif self.kind == "rnn":  # one step from the zero state
+            _, _, out = self.joint_proj(torch.cat([torch.zeros_like(e), e, hidden], dim=-1)).chunk(3, dim=-1)
+            e = torch.tanh(out)
+        return self.markov_w2(e)
 
 
 class BlockAttention(nn.Module):
@@ -216,6 +257,7 @@ class DFlashDraft(nn.Module):
         self.embed: torch.Tensor | None = None  # [vocab, H], the target's
         self.target_head: torch.Tensor | None = None  # [vocab, H], the target's lm_head
         self.register_buffer("hot_ids", torch.arange(0), persistent=False)  # the target's whole vocabulary
+        self.markov_head: MarkovHead | None = None  # DSpark (build_dflash_draft adds it: it needs the vocab size)
 
     @property
     def device(self) -> torch.device:
@@ -263,26 +305,37 @@ class DFlashDraft(nn.Module):
             x = x[:, :, last_rows]
         return self.norm(x)
 
-    def logits(self, hidden: torch.Tensor) -> torch.Tensor:
+    def logits(self, hidden: torch.Tensor, prev_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """The target's head on the draft's hidden [..., H] -> [..., vocab]; a DSpark draft adds its Markov bias,
+        for the block's first drafted token only: ``prev_ids`` [...] are then the anchors (required)."""
         out = (hidden @ self.target_head.T.to(hidden.dtype)) * self.arch.output_multiplier
         if self.arch.softcap is not None:
             out = torch.tanh(out / self.arch.softcap) * self.arch.softcap
+        if self.markov_head is not None:
+            if prev_ids is None:
+                raise ValueError("a DSpark draft's logits need the previous token (the anchor)")
+            out = out + self.markov_head.first_bias(prev_ids.reshape(-1), hidden.reshape(-1, hidden.shape[-1])
+                                                    ).view(out.shape)
         return out
 
-    def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor | None, positions: torch.Tensor | None = None,
-                projected: bool = True) -> BlockStep:
+    def first_hidden(self, input_ids: torch.Tensor, hidden: torch.Tensor | None, projected: bool = True) -> torch.Tensor:
         """The fingerprint scorer's view, position for position as the EAGLE-3 step 0: at position t of a case,
-        the block anchored at t+1 (token ``input_ids[:, t]`` = x[t+1]; context: the states at positions 0..t)
-        and the logits of its first drafted token (x[t+2]). ``hidden`` [B, T, H]: fc's output (``projected``)
-        or the concatenated slot states [B, T, n*H_t]; None: no context (the draft fed no target information)."""
+        the block anchored at t+1 (token ``input_ids[:, t]`` = x[t+1]; context: the states at positions 0..t),
+        and the final-normed hidden of its first drafted token (which predicts x[t+2]) [B, T, H]. ``hidden``
+        [B, T, H]: fc's output (``projected``) or the concatenated slot states [B, T, n*H_t]; None: no context
+        (the draft fed no target information)."""
         B, T = input_ids.shape
         bs = self.arch.block_size
         block = torch.full((B, T, bs), self.arch.mask_token_id, dtype=torch.long, device=input_ids.device)
         block[..., 0] = input_ids
         anchors = torch.arange(1, T + 1, device=input_ids.device).expand(B, T)
         ctx = self.context(hidden.to(self.norm.weight.dtype), projected) if hidden is not None else None
-        first = self.blocks(ctx, block, anchors, last_rows=slice(1, 2))[:, :, 0]  # [B, T, H]
-        return BlockStep(self.logits(first))
+        return self.blocks(ctx, block, anchors, last_rows=slice(1, 2))[:, :, 0]
+
+    def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor | None, positions: torch.Tensor | None = None,
+                projected: bool = True) -> BlockStep:
+        """:meth:`first_hidden` through the head: [B, T, vocab] (``positions`` is implied: the anchors)."""
+        return BlockStep(self.logits(self.first_hidden(input_ids, hidden, projected), input_ids))
 
 
 def build_dflash_draft(arch: DFlashArch, weights: Mapping[str, torch.Tensor], embed: torch.Tensor,
@@ -290,7 +343,15 @@ def build_dflash_draft(arch: DFlashArch, weights: Mapping[str, torch.Tensor], em
     """The draft module with ``weights`` (canonical names) loaded, the target's ``embed`` / ``head`` [vocab, H]."""
     with torch.device(embed.device):
         model = DFlashDraft(arch)
+        if arch.markov:
+            model.markov_head = MarkovHead(arch, embed.shape[0])
+    legacy = "logit_head."  # early DSpark checkpoints (SpecForge normalize_draft_head_checkpoint_keys)
+    weights = {k[len(legacy):] if k.startswith(legacy + "markov_head.") else k: v for k, v in weights.items()}
     own = model.state_dict()
+    unknown = sorted(k for k in weights if k not in own and not k.startswith(IGNORED_WEIGHTS))
+    if unknown:
+        raise BadCheckpoint(f"{where}: weight(s) the DFlash / DSpark forward does not know: "
+                            f"{', '.join(unknown[:4])}{' ...' if len(unknown) > 4 else ''} ({DSPARK_NOT_RUN})")
     missing = [k for k in own if k not in weights]
     if missing:
         raise BadCheckpoint(f"{where}: missing weight(s) {', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}")

@@ -184,9 +184,17 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     aux = check_target_fit(spec, info)
     cands = corpus.candidates
     index = {s: j for j, s in enumerate(cands)}
-    draft = load_draft_model(spec, target, flags)
-    t2 = time.perf_counter()
-    scorer = Scorer(draft, corpus)
+    if spec.kind != "eagle3":  # a block draft: its own forward, the same scoring (score.BlockScorer)
+        from .dflash import load_dflash_draft
+        from .score import BlockScorer
+
+        draft = load_dflash_draft(spec, target)
+        t2 = time.perf_counter()
+        scorer = BlockScorer(draft, corpus)
+    else:
+        draft = load_draft_model(spec, target, flags)
+        t2 = time.perf_counter()
+        scorer = Scorer(draft, corpus)
     if scorer.coverage < MIN_COVERAGE:
         first = next((st for _, st in starts if len(st) == aux), ())
         return Inference(tuple(first), (), "none", None, None, None, None, scorer.scored, scorer.coverage,
@@ -342,10 +350,15 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
                          "measurement itself (leave the trainer out to use the one the layout implies)")
     notes: list[str] = []
     spec = read_draft(opts.draft)
-    from ..draft.block import require_eagle3
+    if spec.kind != "eagle3":
+        from .dflash import dflash_arch
 
-    require_eagle3(spec, "fingerprint")
+        dflash_arch(spec, spec.hidden_size)  # a block draft this forward cannot run: one line, before any loading
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
+    if spec.kind != "eagle3":
+        from ..draft.block import convention_for
+
+        engine = convention_for(engine, spec.kind, notes)
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
     if source is None and opts.states_server is not None:
         from ..served.source import has_weights
@@ -370,7 +383,11 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     if not prompt_ids or any(len(p) < 2 for p in prompt_ids):
         raise AuditError("prompts: every prompt needs at least 2 tokens")
     flags = declared.flags
-    notes.append(f"draft flags as trained: {flags.to_json()}")
+    if spec.kind == "eagle3":
+        notes.append(f"draft flags as trained: {flags.to_json()}")
+    else:
+        notes.append(f"{spec.kind} draft: its block forward (eagle_audit/fingerprint/dflash.py), the block's first "
+                     "drafted token scored")
     t0 = time.perf_counter()
     corpus = prepare_corpus(target, prompt_ids, opts.max_new_tokens, say, progress)
     left_out = [s.label() for s in all_states(info.num_layers) if s not in corpus.candidates]

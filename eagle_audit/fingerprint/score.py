@@ -109,7 +109,8 @@ class Scorer:
         self.n, self.Ht = a.num_aux, a.target_hidden_size
         w = draft.fc.weight  # [H, n*H_t]
         self.dtype, self.dev = w.dtype, w.device
-        self.skip_fc = self.n * self.Ht == a.hidden_size  # the runtime (SGLang) never applies fc then
+        # the runtime (SGLang) never applies an EAGLE-3 fc then; a DFlash draft's fc always runs (``fc_always``)
+        self.skip_fc = self.n * self.Ht == a.hidden_size and not getattr(draft, "fc_always", False)
         self.linear = not self.skip_fc and not (draft.input_norm is not None and draft.fc_norm is not None)
         V = draft.embed.shape[0]
         hot = draft.hot_ids.to(self.dev)
@@ -186,20 +187,23 @@ class Scorer:
             h = h + d.fc.bias
         return h
 
+    def _masked_logits(self, rows: slice, hidden: torch.Tensor | None) -> torch.Tensor:
+        """The draft's step-0 logits at the scored positions of cases ``rows`` (row-major order) [M, V_d]."""
+        c = self.corpus
+        pos = torch.arange(c.next_ids.shape[1], device=self.dev)
+        out = self.draft(c.next_ids[rows].to(self.dev), hidden, pos, projected=True)
+        return out.logits[self.mask[rows]]
+
     @torch.inference_mode()
     def _run(self, projected_of: Callable[[slice], torch.Tensor]) -> Score:
-        d, c = self.draft, self.corpus
-        B, T = c.next_ids.shape
-        pos = torch.arange(T, device=self.dev)
+        B = self.corpus.next_ids.shape[0]
         hits, lps = [], []
         for b0 in range(0, B, self.batch):
             rows = slice(b0, min(B, b0 + self.batch))
-            out = d(c.next_ids[rows].to(self.dev), projected_of(rows), pos, projected=True)
-            logp = F.log_softmax(out.logits.float(), dim=-1)  # [b, T, V_d]
-            m = self.mask[rows]
-            lab = self.label_d[rows].clamp(min=0)
-            lps.append(logp.gather(-1, lab[..., None])[..., 0][m])
-            hits.append((logp.argmax(-1) == lab)[m].float())
+            logp = F.log_softmax(self._masked_logits(rows, projected_of(rows)).float(), dim=-1)  # [M, V_d]
+            lab = self.label_d[rows][self.mask[rows]]
+            lps.append(logp.gather(-1, lab[:, None])[:, 0])
+            hits.append((logp.argmax(-1) == lab).float())
         self.evaluations += 1
         return Score(torch.cat(hits).cpu(), torch.cat(lps).cpu())
 
@@ -228,3 +232,32 @@ class Scorer:
             return z + self.draft.fc.bias if self.draft.fc.bias is not None else z
 
         return self._run(zeros)
+
+
+class BlockScorer(Scorer):
+    """The same scoring for a DFlash draft (:class:`eagle_audit.fingerprint.dflash.DFlashDraft`), position for
+    position: at position t, the block anchored at t+1 (its tokens ``[x[t+1], mask, ...]``, its context the
+    wiring's states at positions 0..t, as at inference after the target verified x[t+1]) and the draft's
+    first drafted token, scored on the target's next token after x[t+1] (``labels[t]``), as the EAGLE-3 step 0
+    is. The draft's vocabulary is the target's (its head is the target's lm_head), so coverage is 1.
+
+    Assumption, named: only the block's first drafted token is scored. The later ones read the same context;
+    their labels would be the target's own continuation from the anchor, which teacher forcing on the prompt
+    text does not give (the greedy continuation gives it only after the prompt).
+
+    ``fc`` (no bias, no norm before it) is linear in the slots, so the per-slot products are computed once as
+    for EAGLE-3; ``hidden_norm`` and the layers run per wiring. The baseline (fed no target information) is the
+    block with no context at all."""
+
+    def __init__(self, draft, corpus: Corpus, chunk_tokens: int = 1024):
+        super().__init__(draft, corpus, chunk_tokens)
+
+    def _masked_logits(self, rows: slice, hidden: torch.Tensor | None) -> torch.Tensor:
+        """The head (the target's lm_head, the full vocabulary) runs on the scored positions only."""
+        ids = self.corpus.next_ids[rows].to(self.dev)
+        m = self.mask[rows]
+        first = self.draft.first_hidden(ids, hidden)  # [b, T, H]
+        return self.draft.logits(first[m], ids[m])  # the anchors: a DSpark Markov head's previous token
+
+    def baseline(self) -> Score:
+        return self._run(lambda rows: None)

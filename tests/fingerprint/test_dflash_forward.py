@@ -6,6 +6,9 @@ on one random-weight tiny draft and random target states:
   call of ``dflash_generate`` (one block after the context, the target's embedding through
   ``_raw_input_embeddings`` with ``input_embedding_scale``, ``compute_logits`` with ``output_multiplier`` and
   softcapping), bidirectional and ``is_causal`` blocks;
+* SpecForge 0.2.0 DSpark (``modeling/draft/dspark.py`` ``DSparkDraftModel``, each Markov head kind): the block
+  forward and ``markov_head.sample_block_tokens``'s corrected logits of the first drafted token, as
+  ``_sample_draft_tokens`` calls them at inference;
 * SpecForge 0.2.0: ``OnlineDFlashModel._forward_draft_blocks`` (``algorithms/common/dflash_family_model.py``, its
   training forward: many anchors in one pass, its own anchor sampling and sdpa mask) on its own
   ``DFlashDraftModel`` (``modeling/draft/dflash.py``).
@@ -23,7 +26,7 @@ import torch
 
 import wheels
 from eagle_audit.accept.runtime import read_weights
-from eagle_audit.draft import read_draft
+from eagle_audit.draft.read import read_draft
 from eagle_audit.fingerprint.dflash import build_dflash_draft, dflash_arch
 
 pytestmark = pytest.mark.full
@@ -47,7 +50,7 @@ def specforge():
     from trainers.conftest import import_trainers  # the wheel's modules, with the stubs restored after
     site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
     return import_trainers(site, ("specforge.algorithms.common.dflash_family_model",
-                                  "specforge.modeling.draft.dflash"))
+                                  "specforge.modeling.draft.dflash", "specforge.modeling.draft.dspark"))
 
 
 def qwen3_config(layers: int = 2, block: int = 4, ids=(0, 2, 4), **dflash):
@@ -172,3 +175,35 @@ def test_specforge_training_forward_equals_ours(specforge, tmp_path):
     assert float(diff.max()) < 1e-5, diff
     la, lb = target.lm_head(out[keep]), mine.logits(h[keep])
     assert (la - lb).abs().max() < 1e-5
+
+
+@pytest.mark.parametrize("head", ["vanilla", "gated", "rnn"])
+def test_specforge_dspark_first_token_equals_ours(specforge, tmp_path, head):
+    dspark = specforge["specforge.modeling.draft.dspark"]
+    bs = 4
+    cfg = qwen3_config(layers=1, block=bs, ids=(0, 3), markov_rank=8, markov_head_type=head)
+    cfg.architectures = ["DSparkDraftModel"]
+    cfg._attn_implementation = "sdpa"
+    model = dspark.DSparkDraftModel(cfg).eval()
+    randomize(model, 7)
+    model.save_pretrained(tmp_path / "ds")
+    embed, head_w = tiny_target_head(8)
+    target = _Target(embed, head_w)
+    spec = read_draft(str(tmp_path / "ds"))
+    assert spec.kind == "dspark"
+    mine = ours(tmp_path / "ds", embed, head_w)
+    g = torch.Generator().manual_seed(9)
+    S = 9
+    states = torch.randn(1, S, 2 * H, generator=g)
+    block = torch.tensor([[17] + [MASK] * (bs - 1)])
+    with torch.inference_mode():
+        hidden = model(target_hidden=states, noise_embedding=target.embed_tokens(block),
+                       position_ids=torch.arange(S + bs)[None], is_causal=False)  # spec_generate's call
+        proposal = hidden[:, -bs + 1:, :]
+        _, corrected = model.markov_head.sample_block_tokens(target.lm_head(proposal), first_prev_token_ids=block[:, 0],
+                                                             hidden_states=proposal)
+        h = mine.blocks(mine.context(states), block[:, None], torch.tensor([[S]]))[:, 0]  # [1, bs, H]
+        first = mine.logits(h[:, 1], block[:, 0])  # [1, V]
+        bare = mine.logits(h[:, 1], block[:, 0]) - mine.markov_head.first_bias(block[:, 0], h[:, 1])
+    assert (first - corrected[:, 0]).abs().max() < 1e-5
+    assert (bare - corrected[:, 0]).abs().max() > 1e-3  # the Markov bias matters at this size
