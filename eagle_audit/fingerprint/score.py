@@ -247,10 +247,27 @@ class BlockScorer(Scorer):
 
     ``fc`` (no bias, no norm before it) is linear in the slots, so the per-slot products are computed once as
     for EAGLE-3; ``hidden_norm`` and the layers run per wiring. The baseline (fed no target information) is the
-    block with no context at all."""
+    block with no context at all.
+
+    The ``uninformed`` guard's null differs in one respect: a block attends to *every* context position, so the
+    EAGLE-3 null (the slot's states permuted over the positions of their text) would put states of positions
+    after the anchor into its context: the future it predicts (B2 of x[t+2], the label itself, among them), which
+    makes the shuffled slot score better than "no information" and the guard call used slots unused. Here each
+    position t >= 1 takes the slot's state of a random *earlier* position of the same text (same text, same
+    statistics, never its own state, never a later one); position 0 keeps its own."""
 
     def __init__(self, draft, corpus: Corpus, chunk_tokens: int = 1024):
         super().__init__(draft, corpus, chunk_tokens)
+
+    def _shuffle_index(self) -> torch.Tensor:
+        """[B, T]: for each position t >= 1 of a case, a fixed random position in 0..t-1 of the same case."""
+        if getattr(self, "_perm", None) is None:
+            g = torch.Generator().manual_seed(0)
+            B, T = self.corpus.valid.shape
+            t = torch.arange(T).repeat(B, 1)
+            earlier = (torch.rand(B, T, generator=g) * t).floor().long()  # uniform in 0..t-1 (0 at t = 0)
+            self._perm = earlier.to(self.dev)
+        return self._perm
 
     def _masked_logits(self, rows: slice, hidden: torch.Tensor | None) -> torch.Tensor:
         """The head (the target's lm_head, the full vocabulary) runs on the scored positions only."""

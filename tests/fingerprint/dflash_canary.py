@@ -22,12 +22,19 @@ from pathlib import Path
 
 import torch
 
-#: the trained wiring: DFlash ids [1, 14, 26] = boundaries B2, B15, B27 (SGLang's EAGLE-3 default for N = 30)
-IDS = (1, 14, 26)
-BOUNDARIES = tuple(i + 1 for i in IDS)
+#: name -> the trained DFlash ids (boundary = id + 1): [1, 14, 26] = B2, B15, B27 (SGLang's EAGLE-3 default for
+#: N = 30, as an EAGLE-3 canary); [19] = B20, one slot (as the EAGLE-3 canary ``one-20``; DFlash applies fc even then)
+CANARIES = {"2-15-27": (1, 14, 26), "one-20": (19,)}
 VERSION = 1
 EPOCHS, BLOCK, ANCHORS, LR, INTER, MASK = 30, 4, 64, 2e-3, 768, 4  # id 4: a SmolLM2 special token, not in the text
-NAME = f"fp-dflash-canary-{'-'.join(map(str, BOUNDARIES))}-v{VERSION}"
+
+
+def boundaries(name: str) -> tuple[int, ...]:
+    return tuple(i + 1 for i in CANARIES[name])
+
+
+def dir_name(name: str) -> str:
+    return f"fp-dflash-canary-{name}-v{VERSION}"
 
 
 def specforge_modules():
@@ -39,7 +46,7 @@ def specforge_modules():
                                   "specforge.modeling.draft.dflash"))
 
 
-def draft_config(target, ids=IDS):
+def draft_config(target, ids):
     import transformers as T
 
     info = target.info
@@ -53,9 +60,11 @@ def draft_config(target, ids=IDS):
     return cfg
 
 
-def train_dflash_canary(target, root: Path, log=print, epochs: int = EPOCHS, device: str = "cpu") -> Path:
-    """Train the canary under ``root / NAME`` unless it is there; return its directory."""
-    out = root / NAME
+def train_dflash_canary(target, root: Path, name: str = "2-15-27", log=print, epochs: int = EPOCHS,
+                        device: str = "cpu") -> Path:
+    """Train the canary ``name`` under ``root / dir_name(name)`` unless it is there; return its directory."""
+    out = root / dir_name(name)
+    ids = CANARIES[name]
     if (out / "config.json").is_file():
         return out
     from safetensors.torch import save_file
@@ -66,13 +75,13 @@ def train_dflash_canary(target, root: Path, log=print, epochs: int = EPOCHS, dev
 
     mods = specforge_modules()
     fam, dmod = mods["specforge.algorithms.common.dflash_family_model"], mods["specforge.modeling.draft.dflash"]
-    states = tuple(State(b) for b in BOUNDARIES)
+    states = tuple(State(b) for b in boundaries(name))
     t0 = time.perf_counter()
     data = make_data(target, training_prompts(target), CanaryOptions(boundaries=(0,), max_new_tokens=96), states)
     log(f"dflash canary data: {len(data)} sequences, {sum(len(d.ids) for d in data)} tokens, "
         f"{time.perf_counter() - t0:.1f}s")
     torch.manual_seed(0)
-    cfg = draft_config(target)
+    cfg = draft_config(target, ids)
     draft = dmod.DFlashDraftModel(cfg).to(device)
     model = target.model  # its head and embedding, copied out of inference mode, frozen
     w = model.get_output_embeddings().weight.detach().clone().to(device)
@@ -109,7 +118,7 @@ def train_dflash_canary(target, root: Path, log=print, epochs: int = EPOCHS, dev
     cfg_json.pop("_attn_implementation", None)
     # not the EAGLE-3 canary record (``eagle_audit_canary``): the config's ids are the declared wiring
     cfg_json["eagle_audit_dflash_canary"] = {"trainer": "specforge 0.2.0 OnlineDFlashModel (sdpa)",
-                                      "trained_boundaries": list(BOUNDARIES), "epochs": epochs, "lr": LR,
+                                      "trained_boundaries": list(boundaries(name)), "epochs": epochs, "lr": LR,
                                       "anchors": ANCHORS, "sequences": len(data),
                                       "block_accuracy": sum(accs) / len(accs),
                                       "train_seconds": round(time.perf_counter() - t1, 1)}
