@@ -29,14 +29,15 @@ class Rollout:
 
 
 def rollout(draft: Eagle3Draft, next_tokens: torch.Tensor, aux: torch.Tensor, steps: int,
-            teacher: torch.Tensor | None = None, keep_logits: bool = False) -> Rollout:
-    """``next_tokens`` [batch, T] = x[t+1]; ``aux`` [batch, T, n*H_t] = target states at t.
+            teacher: torch.Tensor | None = None, keep_logits: bool = False, projected: bool = False) -> Rollout:
+    """``next_tokens`` [batch, T] = x[t+1]; ``aux`` [batch, T, n*H_t] = target states at t (``projected``:
+    already fc's output, [batch, T, H], as the fingerprint sums it per slot).
     ``teacher`` [batch, T + steps - 1]: tokens fed at step k are ``teacher[:, k:k+T]`` (training);
     None: each step feeds the previous step's own argmax (simulation)."""
     B, T = next_tokens.shape
     dev = next_tokens.device
     pos = torch.arange(T, device=dev)
-    out = draft(next_tokens, aux, pos, from_target=True)
+    out = draft(next_tokens, aux, pos, projected=True) if projected else draft(next_tokens, aux, pos, from_target=True)
     prefix = out.kv  # per layer, [batch, kv_heads, T, head_dim]
     diags: list[list] = [[] for _ in prefix]
     tril = torch.ones(T, T, dtype=torch.bool, device=dev).tril()

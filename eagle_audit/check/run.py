@@ -190,7 +190,8 @@ def _fingerprint_stage(opts, captured: Stage, source, say, progress, Fingerprint
         trainer=opts.trainer, trained_boundaries=tb, trained_ids=opts.trained_ids, prompts=opts.prompts,
         max_prompts=opts.max_prompts, max_tokens=opts.max_tokens, max_new_tokens=opts.max_new_tokens,
         device=opts.device, dtype=opts.dtype, use_installed_engine=opts.use_installed_engine,
-        command=opts.command), say, progress, source=source))
+        command=opts.command, more_prompts=0), say, progress, source=source))  # the audit's prompts only: every
+    # stage reads the same text (one capture per sequence); `fingerprint` itself may add a second round
 
 
 def _measured_trained(fp: Stage):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
+from ..fingerprint.defaults import MORE_PROMPTS
 from .common import error_edge, reporter, use_threads
-from .options import AuditArgs, MaxNewTokens, ServerArgs, audit_command, hidden_states_dir_option, server_option
+from .options import (AuditArgs, MaxNewTokens, MorePrompts, ServerArgs, TttSteps, audit_command,
+                      hidden_states_dir_option, server_option)
 
 
 @audit_command(without=("device_map",))
@@ -17,6 +19,8 @@ def fingerprint(
     states_server: server_option("URL of a reference server (SGLang capture-only or vLLM extract_hidden_states, the reference line of docs/server.md) to take every target state, the greedy continuation and the target's argmax at every position from, for a --target directory of config, tokenizer and embed_tokens.safetensors only.") = None,
     hidden_states_dir: hidden_states_dir_option("vLLM --server: the server's shared_storage_path as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
+    ttt_steps: TttSteps = None,
+    more_prompts: MorePrompts = MORE_PROMPTS,
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
 
@@ -45,7 +49,8 @@ def fingerprint(
         args = args.with_defaults()
         args.check_outputs()
         opts = FingerprintOptions(**args.library(ctx), max_new_tokens=max_new_tokens,
-                                  states_server=reach.states_server(states_server, hidden_states_dir))
+                                  states_server=reach.states_server(states_server, hidden_states_dir),
+                                  ttt_steps=ttt_steps, more_prompts=more_prompts)
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_fingerprint(opts, status, progress)
         args.emit(result, render_fingerprint)

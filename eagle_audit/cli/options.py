@@ -82,6 +82,8 @@ NumSteps = Annotated[int, typer.Option("--num-steps", help="Draft steps per roun
 TopK = Annotated[int, typer.Option("--topk", help="Draft branching (SGLang --speculative-eagle-topk): 1 = chain, > 1 = tree (needs --num-draft-tokens; not with --live).", min=1, max=MAX_TOPK)]
 NumDraftTokens = Annotated[Optional[int], typer.Option("--num-draft-tokens", help="SGLang --speculative-num-draft-tokens (root included); with --topk 1 it is forced to num_steps + 1; with --topk > 1, num_draft_tokens - 1 <= topk + (num_steps - 1) * topk^2.", min=2)]
 MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=MAX_NEW_TOKENS)]
+TttSteps = Annotated[Optional[int], typer.Option("--ttt-steps", help="Training-time-test steps scored per position, where the draft predicts at each (1: the first draft token only). Default: 3 on cuda, 1 on cpu (there the later steps cost about 5x the search).", min=1, max=8)]
+MorePrompts = Annotated[int, typer.Option("--more-prompts", help="Second-round budget: up to this many further prompts of the same source, used only when a slot is not separated and they are expected to settle it (0: no second round).", min=0)]
 GenBatch = Annotated[int, typer.Option("--gen-batch", min=1, help="Prompts the target continues together (left-padded, one KV cache); 1 = one at a time. --live always generates one at a time.")]
 FailUnder = Annotated[Optional[float], typer.Option(
     "--fail-under", help="CI gate: exit 1 when the served accept length (simulated, and the server's with --server) is "

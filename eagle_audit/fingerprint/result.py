@@ -39,6 +39,7 @@ class SlotInference:
     uninformed: bool = False  # the best state scores as well shuffled over positions: the draft does not use the slot's
     # information (undetermined, whatever the list)
     use_margin: Interval | None = None  # best - best shuffled over positions (mean log-prob)
+    steps: int = 1  # training-time-test steps the judgement scored per position (1: the first draft token only)
 
     def text(self) -> str:
         """``B15`` or, where not separated, ``B15 or B16``; ``undetermined (9 states ...)`` where too many are
@@ -61,9 +62,10 @@ class SlotInference:
 
     def needs(self) -> str:
         """How sure, in evidence: what separated it, or what would."""
+        on = f"{self.scored_tokens} scored tokens" + (f" x {self.steps} training-time-test steps" if self.steps > 1 else "")
         if not self.ambiguous:
-            return (f"separated on {self.scored_tokens} scored tokens"
-                    + (f" (about {self.separate_tokens} would do)" if self.separate_tokens else ""))
+            return (f"separated on {on}"
+                    + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else ""))
         if self.uninformed:
             return ("nothing on text like this: its best state scores as well shuffled over the positions of each "
                     "text, so the draft does not use what the slot carries here (prompts like the draft's training "
@@ -74,8 +76,7 @@ class SlotInference:
         want = self.name_tokens if self.undetermined else self.separate_tokens
         what = f"at most {MAX_NAMED} states" if self.undetermined else "one state"
         if want is None:
-            return (f"not within 64x the {self.scored_tokens} scored tokens: to this draft the closest states are "
-                    "as good as alike on such text")
+            return (f"not within 64x the {on}: to this draft the closest states are as good as alike on such text")
         return (f"about {want} scored tokens ({want / max(1, self.scored_tokens):.1f}x these) of prompts like the "
                 f"draft's training data (the target's own chat-templated continuations) to name {what}")
 
@@ -89,7 +90,7 @@ class SlotInference:
                 "ambiguous": self.ambiguous, "undetermined": self.undetermined,
                 "candidates": [s.label() for s in self.candidates], "text": self.text(),
                 "separate_tokens": self.separate_tokens, "name_tokens": self.name_tokens, "unused": self.unused,
-                "uninformed": self.uninformed,
+                "uninformed": self.uninformed, "steps": self.steps,
                 "use_margin": [self.use_margin.mean, self.use_margin.low, self.use_margin.high] if self.use_margin else None,
                 "needs": self.needs()}
 

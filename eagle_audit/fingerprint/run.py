@@ -40,8 +40,9 @@ from ..layers.result import Finding, Fix
 from ..provenance import engine_convention, provenance
 from ..resolution import Resolution, SideWiring, given_side, resolve_trained, side_of
 from ..states import State, all_states
+from .defaults import MORE_PROMPTS, ttt_steps_for
 from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
-from .score import Corpus, Scorer, capture_corpus
+from .score import Corpus, Scorer, capture_corpus, merge_corpora
 from .search import Interval, joint_interval, judge, search
 from .suggest import MEASURED
 
@@ -72,6 +73,9 @@ class FingerprintOptions:
     prompt_ids: tuple[tuple[int, ...], ...] | None = None
     command: str | None = None  # the CLI line that reproduces this run (None: library call)
     states_server: Any = None  # eagle_audit.served.source.StatesServer: every state from it (a weights-free target)
+    ttt_steps: int | None = None  # training-time-test steps scored where the draft predicts at them (later_steps);
+    # None: defaults.ttt_steps_for the device
+    more_prompts: int = MORE_PROMPTS  # the second round's budget: prompts after the first max_prompts (0: none)
 
 
 @dataclass(frozen=True)
@@ -166,11 +170,14 @@ def searched_states(source) -> tuple[State, ...]:
 
 
 def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple[str, tuple[State, ...]]], flags,
-                 status: Callable[[str], None] | None = None, give_up: bool = True) -> Inference:
+                 status: Callable[[str], None] | None = None, give_up: bool = True,
+                 ttt_steps: int | None = None) -> Inference:
     """Search the wiring the draft (loaded with ``flags``) agrees with best on ``corpus``
     (:func:`prepare_corpus`), starting from ``starts`` ((name, states) pairs). ``give_up``: stop searching
     after a sweep whose best wiring still agrees on fewer than ``MIN_TOP1 / 2`` of the tokens (no answer
-    will be given; benchmarks turn it off to time a full search)."""
+    will be given; benchmarks turn it off to time a full search). ``ttt_steps``: training-time-test steps the
+    judgement may score per position (:func:`later_steps` says which count; None: the device's default,
+    :func:`~eagle_audit.fingerprint.defaults.ttt_steps_for`); the search scores step 0."""
     import time
 
     from ..accept.runtime import load_draft_model
@@ -194,7 +201,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     else:
         draft = load_draft_model(spec, target, flags)
         t2 = time.perf_counter()
-        scorer = Scorer(draft, corpus)
+        scorer = Scorer(draft, corpus)  # the search scores step 0; later_steps decides what the judgement reads
     if scorer.coverage < MIN_COVERAGE:
         first = next((st for _, st in starts if len(st) == aux), ())
         return Inference(tuple(first), (), "none", None, None, None, None, scorer.scored, scorer.coverage,
@@ -211,16 +218,20 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     say(f"searching {aux} slot(s) x {len(cands)} states from {len(start_idx)} starting wiring(s)")
     trace = search(scorer, start_idx, len(cands), give_up_below_top1=MIN_TOP1 / 2 if give_up else 0.0, progress=say)
     t3 = time.perf_counter()
-    judged = judge(scorer, trace, max_named=MAX_NAMED)
-    joint = {tuple(cands[j] for j in w): joint_interval(scorer, trace.best, w) for _, w, _ in trace.starts}
-    joint[tuple(cands[j] for j in trace.best)] = joint_interval(scorer, trace.best, trace.best)
     base = scorer.baseline()
     top = scorer.score(trace.best)
+    steps, _ = ttt_steps_for(str(scorer.dev), ttt_steps)
+    evidence, trace, steps_info = later_steps(draft, corpus, scorer, trace, steps, top, base)
     t4 = time.perf_counter()
+    judged = judge(evidence, trace, max_named=MAX_NAMED)
+    joint = {tuple(cands[j] for j in w): joint_interval(evidence, trace.best, w) for _, w, _ in trace.starts}
+    joint[tuple(cands[j] for j in trace.best)] = joint_interval(evidence, trace.best, trace.best)
+    t5 = time.perf_counter()
     slots = tuple(SlotInference(j.index, cands[j.best], cands[j.runner_up] if j.runner_up is not None else None,
                                 j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates),
                                 j.ambiguous or j.uninformed, len(j.candidates) > MAX_NAMED or j.uninformed,
-                                j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin)
+                                j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin,
+                                evidence.steps)
                   for j in judged)
     reason = ""
     if top.top1 < MIN_TOP1:
@@ -233,12 +244,46 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                               for n, w, v in trace.starts],
                    "sweeps": trace.sweeps, "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
                    "units": int(scorer.units.max()) + 1 if scorer.units.numel() else 0,
+                   "ttt_steps": steps_info,
                    "interval": ("99% paired cluster-robust t interval, one unit per prompt (its continuation "
                                 "included); states separated by log-prob"),
-                   "seconds": {"search": round(t3 - t2, 2), "judge": round(t4 - t3, 2)}}
+                   "seconds": {"search": round(t3 - t2, 2), "later_steps": round(t4 - t3, 2),
+                               "judge": round(t5 - t4, 2)}}
     return Inference(tuple(cands[j] for j in trace.best), slots, confidence, top.top1,
                      top.mean_logprob, base.top1, base.mean_logprob, scorer.scored, scorer.coverage,
                      Agreement(cands, trace.rows, trace.top1_rows), search_info, reason, joint)
+
+
+def later_steps(draft, corpus: Corpus, scorer: Scorer, trace, asked: int, top, base):
+    """The evidence the judgement reads: step 0 alone, or steps 0..k-1 of the training-time test where the draft
+    predicts at every one of them (the best wiring's top-1 at step j at least ``MIN_TOP1`` and ``MIN_GAIN`` above
+    the same draft fed no target information, at step j). A draft trained at step 0 only (the test canaries:
+    top-1 0.03 at step 1) gives its later steps nothing to say about the wiring: counting them named a wrong state
+    (``bench/README.md``). The search itself stays on step 0 (its cost per wiring is one forward); only the
+    per-slot table, the shuffle test and the whole-wiring tests are scored again on the steps used.
+    Returns (the scorer to judge with, the trace with its per-slot table from it, what was used and why)."""
+    info = {"asked": asked, "used": 1}
+    if type(scorer) is not Scorer:  # a block draft (BlockScorer): its first drafted token only
+        return scorer, trace, {**info, "asked": 1}
+    if asked <= 1 or top.top1 < MIN_TOP1:
+        return scorer, trace, info
+    from dataclasses import replace
+
+    from .search import slot_table
+
+    multi = Scorer(draft, corpus, steps=asked, shared=scorer)
+    tb, bb = multi.score(trace.best), multi.baseline()
+    info["per_step"] = [{"top1": round(tb.top1_at(k), 4), "baseline_top1": round(bb.top1_at(k), 4)}
+                        for k in range(asked)]
+    used = 1
+    while used < asked and tb.top1_at(used) >= MIN_TOP1 and tb.top1_at(used) - bb.top1_at(used) >= MIN_GAIN:
+        used += 1
+    info["used"] = used
+    if used == 1:
+        return scorer, trace, info
+    evidence = multi if used == asked else Scorer(draft, corpus, steps=used, shared=scorer)
+    rows, top1 = slot_table(evidence, trace.best, len(corpus.candidates))
+    return evidence, replace(trace, rows=rows, top1_rows=top1), info
 
 
 def starting_points(spec: DraftSpec, info, declared: Wiring | None, engine: Convention | None
@@ -359,7 +404,9 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
         from ..draft.block import convention_for
 
         engine = convention_for(engine, spec.kind, notes)
-    prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
+    listed = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts + max(0, opts.more_prompts))
+    prompts = listed[:opts.max_prompts] if listed is not None else None
+    reserve = listed[opts.max_prompts:] if listed is not None else ()
     if source is None and opts.states_server is not None:
         from ..served.source import has_weights
 
@@ -388,6 +435,14 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     else:
         notes.append(f"{spec.kind} draft: its block forward (eagle_audit/fingerprint/dflash.py), the block's first "
                      "drafted token scored")
+    ttt_steps, why = ttt_steps_for(opts.device, opts.ttt_steps)
+    if why and spec.kind == "eagle3":
+        notes.append(why)
+    flat = sum(p.text is not None for p in (prompts or ()))
+    if flat:
+        notes.append(f"prompts: {flat} of {len(prompts)} are plain text, not chat-templated; drafts are trained on the "
+                     "target's chat-templated responses, and on plain text the fingerprint has less to go on (a test "
+                     "canary's slot was named wrong there, bench/README.md): prefer chat prompts")
     t0 = time.perf_counter()
     corpus = prepare_corpus(target, prompt_ids, opts.max_new_tokens, say, progress)
     left_out = [s.label() for s in all_states(info.num_layers) if s not in corpus.candidates]
@@ -397,12 +452,15 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
         notes.append(f"states searched: the {len(corpus.candidates)} that {as_source(target).spec.origin} gives; not searched: "
                      f"{', '.join(left_out)} (a slot trained on one of them is named by its nearest searched state)")
     t1 = time.perf_counter()
-    inf = infer_wiring(target, spec, corpus, starting_points(spec, info, declared.wiring, engine), flags, say)
+    starts = starting_points(spec, info, declared.wiring, engine)
+    inf = infer_wiring(target, spec, corpus, starts, flags, say, ttt_steps=ttt_steps)
     inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
+    inf = second_round(target, spec, corpus, starts, flags, inf, reserve, opts, say, ttt_steps)
     claims, findings, fix = compare(inf, spec, info, declared, trainer, served)
     verdict = "mismatch" if any(f.severity == "error" for f in findings) else "match"
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
-                      num_prompts=len(prompt_ids), tokens=inf.scored_tokens, notes=notes)
+                      num_prompts=len(prompt_ids) + inf.search.get("second_round", {}).get("prompts", 0),
+                      tokens=inf.scored_tokens, notes=notes)
     return FingerprintResult(verdict, inf.confidence, info.to_json(), spec.to_json(), inf.states, inf.best, inf.slots,
                              inf.top1, inf.logprob, inf.baseline_top1, inf.baseline_logprob, inf.scored_tokens,
                              inf.coverage, inf.agreement, claims, declared.wiring, served.wiring if served else None,
@@ -410,10 +468,61 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
                              prov)
 
 
+def unsettled(inf: Inference, extra_tokens: int) -> list[int]:
+    """Slots a second round of ``extra_tokens`` more scored tokens (prompts like these) is expected to settle:
+    ambiguous or undetermined, used by the draft (not ``unused``, not ``uninformed``: more text of this kind
+    would not change that), and whose estimate (``name_tokens`` for an undetermined slot, ``separate_tokens``
+    for an ambiguous one) is within the evidence the two rounds would have."""
+    if inf.confidence == "none":
+        return []
+    out = []
+    for sl in inf.slots:
+        if not sl.ambiguous or sl.unused or sl.uninformed:
+            continue
+        want = sl.name_tokens if sl.undetermined else sl.separate_tokens
+        if want is not None and want <= inf.scored_tokens + extra_tokens:
+            out.append(sl.index)
+    return out
+
+
+def second_round(target, spec: DraftSpec, corpus: Corpus, starts, flags, inf: Inference, reserve, opts, say,
+                 ttt_steps: int | None = None):
+    """More tokens where a slot is not separated, within the stated budget (``opts.more_prompts`` prompts of
+    the same source after the first ``max_prompts``): once, only when :func:`unsettled` names a slot the extra
+    evidence is expected to settle. The whole inference is run again on both rounds' text together (starting
+    from the first round's best): two looks at the data, so each 99% statement is at worst 98% (Bonferroni)."""
+    import time
+
+    from ..prompts import encode
+
+    if not reserve or opts.more_prompts <= 0:
+        return inf
+    per_prompt = inf.scored_tokens / max(1, corpus.next_ids.shape[0])
+    extra = int(per_prompt * len(reserve))
+    slots = unsettled(inf, extra)
+    if not slots:
+        return inf
+    say(f"second round: {len(reserve)} more prompts for slot(s) {', '.join(map(str, slots))}")
+    t0 = time.perf_counter()
+    more = prepare_corpus(target, encode(reserve, target.tokenizer, opts.max_tokens), opts.max_new_tokens, say)
+    merged = merge_corpora(corpus, more)
+    t1 = time.perf_counter()
+    cands = corpus.candidates
+    first = [("first round", tuple(inf.best))] + [st for st in starts if tuple(st[1]) != tuple(inf.best)]
+    again = infer_wiring(target, spec, merged, first, flags, say, ttt_steps=ttt_steps)
+    again.search["seconds"]["generate_and_capture"] = inf.search["seconds"].get("generate_and_capture", 0) + round(t1 - t0, 2)
+    again.search["second_round"] = {
+        "prompts": len(reserve), "for_slots": slots, "budget_prompts": opts.more_prompts,
+        "first": [sl.text() for sl in inf.slots], "first_scored_tokens": inf.scored_tokens,
+        "seconds": round(time.perf_counter() - t0, 2), "of_candidates": len(cands)}
+    return again
+
+
 def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str | None = None,
                 prompts: str | None = None, prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8,
                 max_tokens: int = 256, max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto",
-                use_installed_engine: bool = True, server=None) -> FingerprintResult:
+                use_installed_engine: bool = True, server=None, ttt_steps: int | None = None,
+                more_prompts: int = MORE_PROMPTS) -> FingerprintResult:
     """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids). ``server``: a
     reference SGLang or vLLM server (URL or :class:`eagle_audit.served.source.StatesServer`) to take every target
     state and the argmax at every position from, for a ``target`` directory without weights."""
@@ -424,7 +533,7 @@ def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str
     return run_fingerprint(FingerprintOptions(
         target=target, draft=draft, engine=engine, trainer=trainer, prompts=prompts, max_prompts=max_prompts,
         max_tokens=max_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
-        max_new_tokens=max_new_tokens, states_server=server,
+        max_new_tokens=max_new_tokens, states_server=server, ttt_steps=ttt_steps, more_prompts=more_prompts,
         prompt_ids=tuple(tuple(p) for p in prompt_ids) if prompt_ids is not None else None))
 
 

@@ -10,6 +10,15 @@ draft-extend step) and is scored on the target's next token after x[t+1], ``argm
 
 Positions whose target token is outside the draft vocabulary are left out (no wiring can predict them).
 
+Later training-time-test steps (``steps`` > 1): step k at position t reads ``embed(x[t+1+k])`` and the draft's
+own step k-1 hidden, attends to the step-0 keys of positions 0..t and its own keys of steps 1..k, and is scored
+on the target's token after x[t+1+k] (``argmax logits[t+1+k]``): the unrolled forward SpecForge 0.2.0 and
+speculators 0.9.0 train (:func:`eagle_audit.accept.rollout.rollout` with the text as teacher tokens; equal to
+both trainers' own loops within 1e-4 over 3 steps, ``tests/trainers/test_trainer_draft_forward.py``). The
+wiring enters only through step 0 (fc of the states at t, and the step-0 keys), so every later step is more
+evidence about the same states, correlated with step 0 at the same position: the interval's unit stays the
+prompt. A score holds every step's tokens; ``Score.step`` says which.
+
 Why it is cheap (:class:`Scorer`): ``fc`` is linear in the concatenated slots, ``fc(cat(s_1..s_n)) =
 sum_i W_i s_i + b``, so each slot's product with each state is computed once and a wiring's fc output is a
 sum of n precomputed tensors; only the one decoder layer and the head run per wiring. ``fc_norm`` (one
@@ -84,16 +93,43 @@ def capture_corpus(target, sequences: Sequence[Sequence[int]], candidates: tuple
     return Corpus(candidates, states, next_ids, labels, valid, sum(len(s) for s in sequences))
 
 
+def merge_corpora(a: Corpus, b: Corpus) -> Corpus:
+    """``a``'s cases then ``b``'s (same candidates), right-padded to the longer of the two."""
+    if a.candidates != b.candidates:
+        raise ValueError("corpora of different candidate states")
+    T = max(a.next_ids.shape[1], b.next_ids.shape[1])
+
+    def pad(x: torch.Tensor) -> torch.Tensor:
+        if x.shape[1] == T:
+            return x
+        return torch.cat([x, x.new_zeros(x.shape[0], T - x.shape[1], *x.shape[2:])], 1)
+
+    cat = lambda x, y: torch.cat([pad(x), pad(y)], 0)  # noqa: E731
+    return Corpus(a.candidates, [cat(x, y) for x, y in zip(a.states, b.states)], cat(a.next_ids, b.next_ids),
+                  cat(a.labels, b.labels), cat(a.valid, b.valid), a.tokens + b.tokens)
+
+
 @dataclass(frozen=True)
 class Score:
-    """Per scored token (draft-vocabulary targets only): top-1 agreement and log-probability."""
+    """Per scored token (draft-vocabulary targets only; with later training-time-test steps, one entry per
+    position and step): top-1 agreement and log-probability."""
 
     hit: torch.Tensor  # [M] float 0/1, on the CPU
     logprob: torch.Tensor  # [M] float
+    step: torch.Tensor | None = None  # [M] the training-time-test step of each entry (None: all step 0)
 
     @property
     def top1(self) -> float:
-        return float(self.hit.mean()) if self.hit.numel() else 0.0
+        """Step-0 top-1 agreement (the first draft token's, what the thresholds and ``accept-rate`` read)."""
+        return self.top1_at(0)
+
+    def top1_at(self, k: int) -> float:
+        h = self.hit if self.step is None else self.hit[self.step == k]
+        return float(h.mean()) if h.numel() else 0.0
+
+    def mean_logprob_at(self, k: int) -> float:
+        lp = self.logprob if self.step is None else self.logprob[self.step == k]
+        return float(lp.mean()) if lp.numel() else float("-inf")
 
     @property
     def mean_logprob(self) -> float:
@@ -103,8 +139,12 @@ class Score:
 class Scorer:
     """Scores wirings (tuples of indices into ``corpus.candidates``) for one draft, caching each result."""
 
-    def __init__(self, draft: Eagle3Draft, corpus: Corpus, chunk_tokens: int = 4096):
+    def __init__(self, draft: Eagle3Draft, corpus: Corpus, chunk_tokens: int = 4096, steps: int = 1,
+                 shared: "Scorer | None" = None):
+        """``steps``: training-time-test steps scored per position (1: the first draft token only);
+        ``shared``: a scorer of the same draft and corpus whose per-slot fc products are reused."""
         self.draft, self.corpus = draft, corpus
+        self.steps = max(1, int(steps))
         a = draft.arch
         self.n, self.Ht = a.num_aux, a.target_hidden_size
         w = draft.fc.weight  # [H, n*H_t]
@@ -119,16 +159,33 @@ class Scorer:
         labels = corpus.labels.to(self.dev)
         self.label_d = t2d[labels.clamp(max=t2d.shape[0] - 1)]  # [B, T] draft index or -1
         self.mask = corpus.valid.to(self.dev) & (self.label_d >= 0)  # [B, T]
-        from .search import units_of
-
-        self.units = units_of(self.mask.nonzero()[:, 0].cpu())  # [M]: each scored token's unit (its sequence)
+        # step k at t is scored on the label of t + k: masks and labels shifted by k (padding past the end)
+        self.masks = [self._shift(self.mask, k, False) for k in range(self.steps)]  # per step [B, T]
+        self.labels = [self._shift(self.label_d, k, -1) for k in range(self.steps)]
+        self.teacher = torch.cat([corpus.next_ids.to(self.dev),  # [B, T + steps - 1]: step k reads x[t+1+k]
+                                  corpus.next_ids.new_zeros(corpus.next_ids.shape[0], self.steps - 1).to(self.dev)], 1)
         self.scored, self.coverage = int(self.mask.sum()), float(self.mask.sum() / corpus.valid.sum().clamp(min=1))
         self.batch = max(1, chunk_tokens // max(1, corpus.next_ids.shape[1]))  # cases per draft forward
+        from .search import units_of
+
+        seq, pos, step = [], [], []  # in the order _run concatenates: chunk, step, position
+        B = corpus.next_ids.shape[0]
+        for b0 in range(0, B, self.batch):
+            for k, m in enumerate(self.masks):
+                nz = m[b0:b0 + self.batch].nonzero().cpu()
+                seq.append(nz[:, 0] + b0)
+                pos.append(nz[:, 1] + k)
+                step.append(torch.full((nz.shape[0],), k, dtype=torch.long))
+        self.step = torch.cat(step)  # [M]
+        # [M]: each scored entry's unit (its sequence; every step of a sequence is in the same unit)
+        self.units = units_of(torch.cat(seq), torch.cat(pos))
         self.cache: dict[tuple[int, ...], Score] = {}
         self.evaluations = 0
         self._products: list[list[torch.Tensor]] | None = None
         self._sq: list[torch.Tensor] | None = None
-        if self.linear:
+        if shared is not None and shared.draft is draft and shared.corpus is corpus:
+            self._products, self._sq = shared._products, shared._sq
+        elif self.linear:
             self._precompute()
 
     @torch.inference_mode()
@@ -166,6 +223,13 @@ class Scorer:
         return self._perm
 
     @staticmethod
+    def _shift(x: torch.Tensor, k: int, fill) -> torch.Tensor:
+        """``x[:, t + k]`` at t ([B, T]), ``fill`` past the end."""
+        if k == 0:
+            return x
+        return torch.cat([x[:, k:], torch.full_like(x[:, :k], fill)], dim=1)
+
+    @staticmethod
     def _gather(x: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
         return x.gather(1, idx[..., None].expand(-1, -1, x.shape[-1])) if x.dim() == 3 else x.gather(1, idx)
 
@@ -196,16 +260,29 @@ class Scorer:
 
     @torch.inference_mode()
     def _run(self, projected_of: Callable[[slice], torch.Tensor]) -> Score:
-        B = self.corpus.next_ids.shape[0]
+        d, c = self.draft, self.corpus
+        B = c.next_ids.shape[0]
         hits, lps = [], []
         for b0 in range(0, B, self.batch):
             rows = slice(b0, min(B, b0 + self.batch))
-            logp = F.log_softmax(self._masked_logits(rows, projected_of(rows)).float(), dim=-1)  # [M, V_d]
-            lab = self.label_d[rows][self.mask[rows]]
-            lps.append(logp.gather(-1, lab[:, None])[:, 0])
-            hits.append((logp.argmax(-1) == lab).float())
+            if self.steps == 1:  # the draft's step-0 logits at the scored positions (a block draft: its own forward)
+                logp = F.log_softmax(self._masked_logits(rows, projected_of(rows)).float(), dim=-1)  # [M, V_d]
+                lab = self.label_d[rows][self.mask[rows]]
+                lps.append(logp.gather(-1, lab[:, None])[:, 0])
+                hits.append((logp.argmax(-1) == lab).float())
+                continue
+            from ..accept.rollout import rollout
+
+            per_step = rollout(d, c.next_ids[rows].to(self.dev), projected_of(rows), self.steps,
+                               teacher=self.teacher[rows], projected=True).logits
+            for k, logits in enumerate(per_step):
+                logp = F.log_softmax(logits.float(), dim=-1)  # [b, T, V_d]
+                m = self.masks[k][rows]
+                lab = self.labels[k][rows].clamp(min=0)
+                lps.append(logp.gather(-1, lab[..., None])[..., 0][m])
+                hits.append((logp.argmax(-1) == lab)[m].float())
         self.evaluations += 1
-        return Score(torch.cat(hits).cpu(), torch.cat(lps).cpu())
+        return Score(torch.cat(hits).cpu(), torch.cat(lps).cpu(), self.step if self.steps > 1 else None)
 
     def score(self, wiring: tuple[int, ...]) -> Score:
         wiring = tuple(wiring)

@@ -72,12 +72,19 @@ def search(scorer: Scorer, starts: Sequence[tuple[str, Wiring]], num_candidates:
         say(f"sweep {sweeps}: {scorer.evaluations} wirings scored, objective {cur:.4f}")
         if not changed or sweeps >= max_sweeps or scorer.score(best).top1 < give_up_below_top1:
             break
+    rows, top1 = slot_table(scorer, best, num_candidates)
+    return SearchTrace(best, tuple(scored), rows, top1, sweeps, scorer.evaluations)
+
+
+def slot_table(scorer: Scorer, best: Wiring, num_candidates: int
+               ) -> tuple[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...]]:
+    """[slot][candidate] mean log-prob and top-1 agreement, each slot given every state, the others at ``best``."""
     rows, top1 = [], []
-    for i in range(n):
+    for i in range(len(best)):
         sc = [scorer.score(best[:i] + (j,) + best[i + 1:]) for j in range(num_candidates)]
         rows.append(tuple(_objective(s) for s in sc))
         top1.append(tuple(s.top1 for s in sc))
-    return SearchTrace(best, tuple(scored), tuple(rows), tuple(top1), sweeps, scorer.evaluations)
+    return tuple(rows), tuple(top1)
 
 
 @dataclass(frozen=True)
@@ -94,12 +101,13 @@ class Interval:
 MIN_UNITS = 4
 
 
-def units_of(seq: torch.Tensor, min_units: int = MIN_UNITS) -> torch.Tensor:
+def units_of(seq: torch.Tensor, pos: torch.Tensor | None = None, min_units: int = MIN_UNITS) -> torch.Tensor:
     """The independent units of the interval, one id per scored token. ``seq``: each scored token's sequence
-    (prompt) index. A prompt and its continuation is one unit: tokens of one text are correlated at every
-    range (its topic, its register, how well the draft knows it), prompts are drawn independently. With
-    fewer than ``min_units`` sequences, each is cut into contiguous pieces so that ``min_units`` units exist
-    (assumption: the correlation between neighbouring pieces is small; the t quantile of few units stays wide)."""
+    (prompt) index; ``pos``: its position in the text (None: the order given). A prompt and its continuation
+    is one unit: tokens of one text are correlated at every range (its topic, its register, how well the draft
+    knows it), prompts are drawn independently. With fewer than ``min_units`` sequences, each is cut into
+    contiguous pieces of positions so that ``min_units`` units exist (assumption: the correlation between
+    neighbouring pieces is small; the t quantile of few units stays wide)."""
     ids = torch.unique(seq, return_inverse=True)[1]
     g = int(ids.max()) + 1 if ids.numel() else 0
     if g == 0 or g >= min_units:
@@ -108,7 +116,10 @@ def units_of(seq: torch.Tensor, min_units: int = MIN_UNITS) -> torch.Tensor:
     out = torch.empty_like(ids)
     for u in range(g):
         where = (ids == u).nonzero()[:, 0]
-        piece = torch.div(torch.arange(where.numel()) * per, max(1, where.numel()), rounding_mode="floor")
+        rank = torch.arange(where.numel())
+        if pos is not None:  # rank of each entry's position within its sequence (ties: the order given)
+            rank = torch.empty_like(rank).scatter_(0, torch.argsort(pos[where], stable=True), rank)
+        piece = torch.div(rank * per, max(1, where.numel()), rounding_mode="floor")
         out[where] = u * per + piece
     return torch.unique(out, return_inverse=True)[1]
 
@@ -196,7 +207,7 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
     top = scorer.score(best)
     units = scorer.units
     G = int(units.max()) + 1 if units.numel() else 0
-    m = top.logprob.numel()
+    m = scorer.scored if top.logprob.numel() else 0  # text positions (how sure is said in text tokens)
     out = []
     for i, row in enumerate(trace.rows):
         order = sorted(range(len(row)), key=lambda j: -row[j])

@@ -74,7 +74,7 @@ def fingerprint_of(smollm2, fp_corpus, fp_threads):
             spec = read_draft(str(draft_dir))
             declared, _ = resolve_trained(spec, target.info, [])
             starts = starting_points(spec, target.info, declared.wiring, get_convention("sglang", "engine"))
-            memo[key] = (infer_wiring(target, spec, corpus, starts, declared.flags, ), declared.wiring)
+            memo[key] = (infer_wiring(target, spec, corpus, starts, declared.flags, ttt_steps=3), declared.wiring)
         return memo[key]
 
     return run

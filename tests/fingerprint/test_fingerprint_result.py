@@ -94,3 +94,37 @@ def test_json_states_are_guarded_per_slot():
     assert data["inferred"]["states"] == [None, ["B15", "B16"], "B27"]
     assert data["inferred"]["best"] == ["B4", "B15", "B27"]  # the unguarded guess keeps its own key
     assert all(s["needs"] for s in data["inferred"]["slots"])
+
+
+def test_a_second_round_is_asked_only_for_slots_more_text_would_settle():
+    from dataclasses import replace
+
+    from eagle_audit.fingerprint.run import unsettled
+
+    near = replace(slot([State(k) for k in UNDET], True, 0), name_tokens=700)  # 400 scored + 400 more would do
+    far = replace(slot([State(k) for k in (19, 18, 20, 17, 15)], True, 1), name_tokens=5000)
+    unused = replace(slot([State(15), State(16)], False, 2), separate_tokens=500, unused=True)
+    shuffled = replace(slot([State(9), State(8)], False, 3), separate_tokens=500, uninformed=True)
+    close = replace(slot([State(27), State(28)], False, 4), separate_tokens=600)
+    done = slot([State(5)], False, 5)
+    inf = Inference((State(4), State(19), State(15), State(9), State(27), State(5)),
+                    (near, far, unused, shuffled, close, done), "ambiguous", 0.4, -4.4, 0.1, -6.0, 400, 1.0,
+                    Agreement((), (), ()), {}, "", {})
+    assert unsettled(inf, 400) == [0, 4]  # the draft does not use slots 2 and 3 on such text: more of it won't help
+    assert unsettled(inf, 100) == []
+    assert unsettled(replace(inf, confidence="none"), 10_000) == []
+
+
+def test_how_sure_names_the_training_time_test_steps_it_scored():
+    from dataclasses import replace
+
+    s = replace(slot([State(15)]), steps=3, separate_tokens=120)
+    assert s.needs() == "separated on 400 scored tokens x 3 training-time-test steps (about 120 tokens would do)"
+    assert s.to_json()["steps"] == 3
+
+
+def test_later_steps_default_by_device_and_say_so():
+    from eagle_audit.fingerprint.defaults import ttt_steps_for
+
+    assert ttt_steps_for("cuda:0", None)[0] == 3 and ttt_steps_for("cpu", None)[0] == 1
+    assert "the CPU" in ttt_steps_for("cpu", None)[1] and ttt_steps_for("cpu", 3) == (3, "")

@@ -45,6 +45,8 @@ def test_recovers_the_trained_wiring(name, fp_canaries, fingerprint_of):
             assert sl.best == t, (name, sl.index, sl.best.label(), t.label())
         assert set(sl.candidates) <= neighbours(t), (name, sl.index, sl.text())
     assert inf.top1 > inf.baseline_top1 + 0.3
+    steps = inf.search["ttt_steps"]  # trained at step 0 only (fp_canaries.TTT): the later steps are not read
+    assert steps["asked"] == 3 and steps["used"] == 1 and steps["per_step"][1]["top1"] < 0.2, steps
 
 
 def test_config_ids_never_change_the_inferred_wiring(fp_canaries, fingerprint_of, tmp_path):
