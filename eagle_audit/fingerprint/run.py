@@ -20,9 +20,10 @@ Assumptions, named:
   relies on it on these prompts, and on a short canary's held-out text such a list was seen to miss the true
   state; it admits any state (no ``TRAINED_WIRING_DIFFERS`` because of it) and names none.
 * A draft whose vocabulary holds the target's next token at fewer than ``MIN_COVERAGE`` of the
-  positions (another tokenizer or target: no search is run), or whose best wiring agrees with the target's
-  next token on fewer than ``MIN_TOP1`` of the tokens, or less than ``MIN_GAIN`` above the same draft fed
-  no target information, is not trusted to name any wiring (``REPRESENTATION_MISMATCH``).
+  positions (another tokenizer or target: no search is run), or for which no wiring scored (the starting
+  wirings, the best one and every one-slot change of it) agrees with the target's next token on ``MIN_TOP1``
+  of the tokens and ``MIN_GAIN`` above the same draft fed no target information, is not trusted to name any
+  wiring (``REPRESENTATION_MISMATCH``).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ from .search import Interval, joint_interval, judge, search
 from .suggest import MEASURED
 
 MIN_COVERAGE = 0.5  # the draft vocabulary must hold the target's next token at this share of positions ...
-MIN_TOP1 = 0.2  # ... the best wiring's top-1 agreement must reach this ...
+MIN_TOP1 = 0.2  # ... some scored wiring's top-1 agreement must reach this ...
 MIN_GAIN = 0.1  # ... and beat the draft fed no target information by this much
 
 
@@ -233,12 +234,17 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                                 j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin,
                                 evidence.steps)
                   for j in judged)
+    # "no wiring makes the draft agree" is judged on the wiring that agrees best of all those scored (the starting
+    # wirings, the log-prob pick and every one-slot change of it), not on the log-prob pick alone: a barely trained
+    # draft's log-prob pick can fall under MIN_TOP1 while its true wiring, also scored, clears both thresholds
+    agree = max([top.top1, *(scorer.score(w).top1 for _, w, _ in trace.starts), *(t for row in trace.top1_rows
+                                                                                 for t in row)])
     reason = ""
-    if top.top1 < MIN_TOP1:
-        reason = f"the best wiring's top-1 agreement {top.top1:.3f} is below {MIN_TOP1}"
-    elif top.top1 - base.top1 < MIN_GAIN:
-        reason = (f"the best wiring's top-1 agreement {top.top1:.3f} is less than {MIN_GAIN} above the draft fed no "
-                  f"target information ({base.top1:.3f})")
+    if agree < MIN_TOP1:
+        reason = f"no wiring scored reaches top-1 agreement {MIN_TOP1} (best {agree:.3f})"
+    elif agree - base.top1 < MIN_GAIN:
+        reason = (f"no wiring scored is {MIN_GAIN} above the draft fed no target information in top-1 agreement "
+                  f"(best {agree:.3f}, fed nothing {base.top1:.3f})")
     confidence = "none" if reason else ("ambiguous" if any(s.ambiguous for s in slots) else "high")
     search_info = {"starts": [{"name": n, "states": [cands[j].label() for j in w], "logprob": v}
                               for n, w, v in trace.starts],
