@@ -125,6 +125,15 @@ def installed(*wheels: Path) -> Path:
     return folder
 
 
+def import_from(site: Path, name: str) -> types.ModuleType:
+    """Import module ``name`` from an :func:`installed` folder, with ``site`` on ``sys.path`` only meanwhile."""
+    sys.path.insert(0, str(site))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(site))
+
+
 def vllm_wheel() -> Path:
     """The real vLLM 0.33.0 wheel (336 MB; fetched once)."""
     return fetch_wheel("vllm", VLLM_VERSION)

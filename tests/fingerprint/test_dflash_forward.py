@@ -18,7 +18,6 @@ Logits (and hidden states) equal to 1e-5; a control draft with one weight pertur
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,13 +35,7 @@ H, N_TARGET, VOCAB, MASK = 64, 6, 300, 7
 
 @pytest.fixture(scope="module")
 def zlab():
-    site = wheels.installed(wheels.dflash_wheel())
-    sys.path.insert(0, str(site))
-    try:
-        import dflash.model as m
-    finally:
-        sys.path.remove(str(site))
-    return m
+    return wheels.import_from(wheels.installed(wheels.dflash_wheel()), "dflash.model")
 
 
 @pytest.fixture(scope="module")

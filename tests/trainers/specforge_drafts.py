@@ -93,11 +93,7 @@ def import_specforge(site: Path, sglang_wheel: Path) -> SimpleNamespace:
     model_mod = m["specforge.algorithms.eagle3.model"]
     if have_triton:  # the real kernel: import core/loss.py itself (import_trainers stubbed it)
         sys.modules.pop("specforge.core.loss", None)
-        sys.path.insert(0, str(site))
-        try:
-            loss = importlib.import_module("specforge.core.loss")
-        finally:
-            sys.path.remove(str(site))
+        loss = wheels.import_from(site, "specforge.core.loss")
         model_mod.LogSoftmaxLoss = loss.LogSoftmaxLoss
         loss_impl = "triton kernel core/loss.py LogSoftmaxLoss"
     else:

@@ -32,13 +32,7 @@ DEFAULT = get_convention("dflash", "trainer").rules["hf_out_k"].default_ids
 
 @pytest.fixture(scope="module")
 def zlab():
-    site = wheels.installed(wheels.dflash_wheel())
-    sys.path.insert(0, str(site))
-    try:
-        import dflash.model as m
-    finally:
-        sys.path.remove(str(site))
-    return m
+    return wheels.import_from(wheels.installed(wheels.dflash_wheel()), "dflash.model")
 
 
 def test_zlab_ids_are_the_outputs_of_layers_and_n_minus_1_is_post_norm(zlab, tiny_targets):
