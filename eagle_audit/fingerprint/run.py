@@ -113,10 +113,15 @@ class Inference:
         (below the best). None otherwise: it differs from the best only in slots the weights do not
         determine, or the two tests disagree, or the wiring was not scored as a whole and differs from the
         best in more than one slot. An undetermined slot therefore never turns a wiring the scores reject
-        into agreement, and never makes one differ on its own."""
+        into agreement, and never makes one differ on its own; nor does a claimed state that was not searched."""
         if states is None or self.confidence == "none" or len(states) != len(self.slots):
             return None, ""
         states = tuple(states)
+        # a state the search never had (a server without it: B0 on the +1 rule, BN+norm) is neither admitted nor
+        # excluded: a correct claim of it must not come out as differing
+        unsearched = [f"slot {sl.index} {s.label()}" for s, sl in zip(states, self.slots) if s not in self.agreement.states]
+        if unsearched:
+            return None, f"not searched (the states' source does not give it): {', '.join(unsearched)}"
         excluded = [sl.index for s, sl in zip(states, self.slots) if not sl.undetermined and s not in sl.candidates]
         iv = self.joint.get(states)
         if iv is None:

@@ -43,11 +43,11 @@ def test_an_undetermined_slot_names_none_and_admits_any():
 UNDET = (4, 5, 3, 6, 2)  # an undetermined slot's states (best first)
 
 
-def inference(joint):
+def inference(joint, searched=tuple(State(k) for k in range(31))):
     slots = (slot([State(k) for k in UNDET], True, 0), slot([State(k) for k in (19, 18, 20, 17, 15)], True, 1),
              slot([State(27), State(28)], False, 2))
     return Inference((State(4), State(19), State(27)), slots, "ambiguous", 0.4, -4.4, 0.1, -6.0, 400, 1.0,
-                     Agreement((), (), ()), {}, "", joint)
+                     Agreement(searched, (), ()), {}, "", joint)
 
 
 def test_an_undetermined_slot_never_turns_a_rejected_wiring_into_agreement():
@@ -64,6 +64,15 @@ def test_an_undetermined_slot_never_turns_a_rejected_wiring_into_agreement():
     assert inf.verdict((State(2), State(15), State(16)))[0] is False  # a determined slot excludes it, and the scores
     assert inf.verdict((State(9), State(9), State(9)))[0] is None  # not scored as a whole
 
+
+
+def test_a_claimed_state_not_searched_is_not_told():
+    """A server without B0 (the +1 rule): the declared wiring naming B0 in a determined slot was judged as
+    excluded there and, one slot off the best, "differs" (TRAINED_WIRING_DIFFERS on a claim nobody measured)."""
+    inf = inference({}, searched=tuple(State(k) for k in range(1, 30)))
+    agrees, note = inf.verdict((State(4), State(19), State(0)))
+    assert agrees is None and "not searched" in note and "slot 2 B0" in note
+    assert inf.verdict((State(4), State(19), State(28)))[0] is True  # searched states keep their verdict
 
 def result(slots, claims=()):
     w = Wiring("x", "trainer", "-", "r", None, "boundaries", "-", (), tuple(sl.best for sl in slots))
