@@ -1,7 +1,7 @@
 """Train a one-layer EAGLE-3 canary draft on text the target generates itself, under a known wiring.
 
-1. Data (:func:`make_data`): the target's greedy continuations of the prompts (batched, left-padded,
-   KV-cached decode; cut at EOS), plus optional seeded sampled continuations; the trained boundaries
+1. Data (:func:`make_data`, asked of the state source: ``StateSource.decode``): the target's greedy
+   continuations of the prompts (batched, left-padded, KV-cached decode; cut at EOS), plus optional seeded sampled continuations; the trained boundaries
    and the target's final-norm output are captured on the way at every position, prompt included (no
    separate teacher pass). The teacher distribution at a position is the target's head over the draft
    vocabulary applied to that final-norm output.
@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from ..resolution import CANARY_KEY
 from ..draft.write import draft_config, random_weights, vocab_map, write_canary
-from ..source.forwards import eos_ids
+from ..source import as_source
 from ..states import State
 from .rollout import rollout
 from .runtime import DraftArch, DraftFlags, Eagle3Draft, build_draft
@@ -98,85 +98,36 @@ class Sample:
     final: torch.Tensor
 
 
-@torch.inference_mode()
 def generate_data(target, prompts: Sequence[Sequence[int]], states: tuple[State, ...], max_new: int,
                   batch: int = 16, store_device: str = "cpu", log: Callable[[str], None] | None = None,
                   temperature: float = 0.0, seed: int = 0) -> list[Sample]:
-    """The target's greedy continuations of ``prompts`` (batched, left padding, KV cache; cut at EOS),
-    capturing on the way the ``states`` and the final-norm output of every position (prompt and
-    generated), so no teacher pass is needed: the cached decode computes the same states. With
-    ``temperature`` > 0 the continuations are sampled (seeded) instead of greedy. Padding
-    changes rounding, so this is for training data only (the simulation generates one prompt at a time).
+    """The target's greedy continuations of ``prompts`` (or, with ``temperature`` > 0, seeded sampled
+    ones), with the ``states`` and the final-norm output of every position but the last, asked of the
+    state source (:meth:`~eagle_audit.source.StateSource.decode`: batched, left padding, KV cache; cut at
+    EOS), so no teacher pass is needed. Padding changes rounding, so this is for training data only (the
+    simulation generates one prompt at a time).
 
     The teacher distribution is later ``softmax(final @ lm_head[draft vocab].T)``: exact for targets
-    whose logits are the head applied to the final-norm output (Llama family; no soft-capping)."""
-    from ..capture import capture
-    from ..source.forwards import cache_kw, decode_attention, new_cache
-
-    model, dev, eos = target.model, target.input_device, eos_ids(target)
-    pad = min(eos) if eos else 0
-    eos_t = torch.tensor(sorted(eos) or [-1], device=dev)
-    kw = cache_kw(model)
-    gen_rng = torch.Generator(device=dev).manual_seed(seed) if temperature > 0 else None
-    box: list[torch.Tensor] = []
-    hook = target.stack.final_norm.register_forward_hook(lambda m, i, o: box.append(o if torch.is_tensor(o) else o[0]))
-    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))  # similar lengths share a batch
-    out: dict[int, Sample] = {}
+    whose logits are the head applied to the final-norm output (Llama family; no soft-capping). The
+    final-norm output is the state ``BN+norm`` (:mod:`eagle_audit.capture`: the final norm after the last
+    layer)."""
+    src = as_source(target)
+    final = State(src.info.num_layers, normed=True)
+    wanted = tuple(dict.fromkeys(states + (final,)))
     t0 = time.perf_counter()
-    try:
-        with capture(target.stack, states, stop_early=False) as store, decode_attention():
-            def forward(ids, mask, pos, cache):
-                box.clear()
-                logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
-                               **{kw: cache}).logits[:, -1]  # [batch, vocab]
-                aux = torch.cat([store[s] for s in states], dim=-1).to(store_device, torch.float32)
-                return logits, aux, box[-1].to(store_device, torch.float32)  # [batch, pos, n*H], [batch, pos, H]
 
-            for bi in range(0, len(order), batch):
-                idx = order[bi:bi + batch]
-                chunk = [list(prompts[i]) for i in idx]
-                width = max(len(p) for p in chunk)
-                ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=dev)  # [batch, width]
-                mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=dev)
-                pos = (mask.cumsum(-1) - 1).clamp(min=0)
-                cache = new_cache()
-                logits, aux, fin = forward(ids, mask, pos, cache)
-                auxs, fins, toks = [aux], [fin], []
-                done = torch.zeros(len(chunk), dtype=torch.bool, device=dev)
-                for step in range(max_new):
-                    if gen_rng is None:
-                        tok = logits.argmax(-1)  # [batch]
-                    else:
-                        tok = torch.multinomial(torch.softmax(logits.float() / temperature, -1), 1,
-                                                generator=gen_rng)[:, 0]
-                    toks.append(tok)
-                    done |= torch.isin(tok, eos_t)
-                    if step == max_new - 1 or bool(done.all()):
-                        break
-                    mask = torch.cat([mask, mask.new_ones(len(chunk), 1)], dim=1)
-                    pos = pos[:, -1:] + 1
-                    logits, aux, fin = forward(tok[:, None], mask, pos, cache)
-                    auxs.append(aux)
-                    fins.append(fin)
-                aux, fin = torch.cat(auxs, dim=1), torch.cat(fins, dim=1)  # [batch, width + steps - 1, ...]
-                gen = torch.stack(toks, dim=1).tolist()  # [batch, steps]
-                for r, i in enumerate(idx):
-                    cont = []
-                    for t in gen[r]:
-                        cont.append(t)
-                        if t in eos:
-                            break
-                    p = len(chunk[r])
-                    keep = slice(width - p, width + len(cont) - 1)  # states of every token but the last
-                    a = torch.cat([aux[r, keep], aux.new_zeros(1, aux.shape[-1])])
-                    f = torch.cat([fin[r, keep], fin.new_zeros(1, fin.shape[-1])])
-                    out[i] = Sample(chunk[r] + cont, a, f)
-                if log:
-                    done_n = min(bi + batch, len(order))
-                    log(f"generated {done_n}/{len(order)} prompts ({time.perf_counter() - t0:.0f}s)")
-    finally:
-        hook.remove()
-    return [out[i] for i in range(len(prompts))]
+    def progress(done: int, total: int) -> None:
+        if log:
+            log(f"generated {done}/{total} prompts ({time.perf_counter() - t0:.0f}s)")
+
+    out = []
+    for d in src.decode(prompts, wanted, max_new, batch=batch, temperature=temperature, seed=seed,
+                        out_device=store_device, progress=progress):
+        aux = torch.cat([d.states[s] for s in states], dim=-1)  # [L - 1, n*H]
+        fin = d.states[final]  # [L - 1, H]
+        out.append(Sample(list(d.ids), torch.cat([aux, aux.new_zeros(1, aux.shape[-1])]),
+                          torch.cat([fin, fin.new_zeros(1, fin.shape[-1])])))
+    return out
 
 
 def choose_vocab(seqs: Sequence[Sequence[int]], k: int) -> torch.Tensor:

@@ -137,16 +137,10 @@ def served_findings(matches: Sequence[SlotMatch], engine: str, source: str) -> t
 
 
 def local_boundaries(target, served: Sequence, states: Sequence[State]) -> dict[State, np.ndarray]:
-    """The local capture (``target``: a loaded target, :func:`eagle_audit.target.load_target`) of ``states``
-    on exactly the served requests' tokens: per state ``[T_total, H]`` float32, requests concatenated."""
-    import torch
+    """The local capture (``target``: a loaded target, :func:`eagle_audit.target.load_target`, or a state
+    source) of ``states`` on exactly the served requests' tokens, asked of the state source (teacher-forced,
+    memoised): per state ``[T_total, H]`` float32, requests concatenated."""
+    from ..source import as_source
 
-    from ..capture import capture_states
-
-    out: dict[State, list] = {s: [] for s in states}
-    for r in served:
-        ids = torch.tensor([list(r.token_ids)])
-        got = capture_states(target, ids, states)
-        for s in states:
-            out[s].append(got[s][0].float().cpu().numpy())
-    return {s: np.concatenate(v, axis=0) for s, v in out.items()}
+    got = as_source(target).teacher_forced([list(r.token_ids) for r in served], states)
+    return {s: np.concatenate([f.states[s].float().cpu().numpy() for f in got], axis=0) for s in states}

@@ -241,6 +241,10 @@ class ServedSource:
     def weights(self):
         raise CannotGive(self.spec, "the target's weights", "they are on the server")
 
+    def decode(self, prompts, states, max_new: int, **_):
+        raise CannotGive(self.spec, "decoded text with its states (train-canary's data)",
+                         "a server's states come from its own scheduler, not a seeded batched decode")
+
     def forget(self) -> None:
         self._memo.forget()
 

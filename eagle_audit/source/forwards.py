@@ -1,6 +1,7 @@
 """The transformers forwards of the local backends (:mod:`eagle_audit.source.local`): greedy generation
-with a KV cache (one prompt, or a left-padded batch), and cached forwards that capture states on the way (for
-the live loop). :mod:`eagle_audit.accept.canary`'s own batched decode borrows the cache and attention helpers.
+with a KV cache (one prompt, or a left-padded batch), cached forwards that capture states on the way (for
+the live loop), and a batched greedy or sampled decode that captures states at every position
+(:func:`decode_states`, ``train-canary``'s data).
 
 The cache keyword is chosen from the model's signature (transformers 5.2x renamed
 ``past_key_values`` to ``cache``); the cache object is created here and mutated in place.
@@ -9,12 +10,13 @@ The cache keyword is chosen from the model's signature (transformers 5.2x rename
 from __future__ import annotations
 
 import inspect
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import torch
 
 from ..capture import capture
 from ..states import State
+from .spec import Decoded
 
 
 def new_cache():
@@ -133,3 +135,74 @@ def greedy_generate_batch(target, prompts: Sequence[Sequence[int]], max_new: int
                 break
         out.append(cont)
     return out
+
+
+@torch.inference_mode()
+def decode_states(target, prompts: Sequence[Sequence[int]], states: Sequence[State], max_new: int, batch: int = 16,
+                  temperature: float = 0.0, seed: int = 0, out_device: str = "cpu",
+                  progress: Callable[[int, int], None] | None = None) -> list[Decoded]:
+    """The target's continuations of ``prompts`` (batched: prompts of similar length share a batch, left
+    padding, one KV cache per batch; a row stops at its first EOS token, kept), capturing ``states`` at
+    every position on the way (prompt and generated), so no teacher pass is needed: the cached decode
+    computes the same states. Greedy at ``temperature`` 0; else sampled from ``softmax(logits /
+    temperature)`` with one generator seeded ``seed`` on the input device, drawn batch after batch in
+    length order (the same seed and prompts give the same text). States are gathered as float32 on
+    ``out_device`` after every forward. Padding changes rounding, so this is for training data (the
+    simulation continues one prompt at a time: :func:`greedy_generate`). Not memoised.
+
+    Moved here from ``accept/canary.py``'s ``generate_data`` (2026-12-01) unchanged: the canary data is
+    bit-identical (measured on a tiny random Llama and SmolLM2-135M, greedy and sampled)."""
+    model, dev, eos = target.model, target.input_device, eos_ids(target)
+    states = tuple(states)
+    pad = min(eos) if eos else 0
+    eos_t = torch.tensor(sorted(eos) or [-1], device=dev)
+    kw = cache_kw(model)
+    gen_rng = torch.Generator(device=dev).manual_seed(seed) if temperature > 0 else None
+    order = sorted(range(len(prompts)), key=lambda i: (len(prompts[i]), i))  # similar lengths share a batch
+    out: dict[int, Decoded] = {}
+    with capture(target.stack, states, stop_early=False) as store, decode_attention():
+        def forward(ids, mask, pos, cache):
+            logits = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True,
+                           **{kw: cache}).logits[:, -1]  # [batch, vocab]
+            return logits, [store[s].to(out_device, torch.float32) for s in states]  # per state [batch, pos, H]
+
+        for bi in range(0, len(order), batch):
+            idx = order[bi:bi + batch]
+            chunk = [list(prompts[i]) for i in idx]
+            width = max(len(p) for p in chunk)
+            ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=dev)  # [batch, width]
+            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=dev)
+            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            cache = new_cache()
+            logits, caps = forward(ids, mask, pos, cache)
+            steps, toks = [caps], []
+            done = torch.zeros(len(chunk), dtype=torch.bool, device=dev)
+            for step in range(max_new):
+                if gen_rng is None:
+                    tok = logits.argmax(-1)  # [batch]
+                else:
+                    tok = torch.multinomial(torch.softmax(logits.float() / temperature, -1), 1,
+                                            generator=gen_rng)[:, 0]
+                toks.append(tok)
+                done |= torch.isin(tok, eos_t)
+                if step == max_new - 1 or bool(done.all()):
+                    break
+                mask = torch.cat([mask, mask.new_ones(len(chunk), 1)], dim=1)
+                pos = pos[:, -1:] + 1
+                logits, caps = forward(tok[:, None], mask, pos, cache)
+                steps.append(caps)
+            held = [torch.cat([c[j] for c in steps], dim=1) for j in range(len(states))]  # [batch, width + steps - 1, H]
+            gen = torch.stack(toks, dim=1).tolist()  # [batch, steps]
+            for r, i in enumerate(idx):
+                cont = []
+                for t in gen[r]:
+                    cont.append(t)
+                    if t in eos:
+                        break
+                p = len(chunk[r])
+                keep = slice(width - p, width + len(cont) - 1)  # states of every token but the last
+                # a copy: the batch's padded tensors are freed before the next batch runs
+                out[i] = Decoded(tuple(chunk[r] + cont), p, {s: h[r, keep].clone() for s, h in zip(states, held)})
+            if progress:
+                progress(min(bi + batch, len(order)), len(order))
+    return [out[i] for i in range(len(prompts))]

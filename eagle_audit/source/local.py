@@ -5,7 +5,8 @@ they differ only in how the target is loaded and what :attr:`SourceSpec.backend`
 The forwards are the ones the analyses ran before the seam existed (same hooks, same early stop, same
 dtypes), so every figure is unchanged: :func:`eagle_audit.capture.capture_states` (early stop after the
 deepest state asked for) where no next tokens are wanted, a full forward with the hooks on otherwise;
-greedy generation and the live loop's cached forwards are :mod:`eagle_audit.source.forwards`.
+greedy generation, the live loop's cached forwards and the decode that captures states
+(``train-canary``'s data) are :mod:`eagle_audit.source.forwards`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Iterable, Sequence
 
 from ..states import State, all_states
 from .memo import Memo
-from .spec import Counts, Forced, SourceRequest, SourceSpec
+from .spec import Counts, Decoded, Forced, SourceRequest, SourceSpec
 
 
 class LiveForward:
@@ -122,6 +123,16 @@ class LocalSource:
     def continuations(self, prompts: Sequence[Sequence[int]], max_new: int, *, batch: int = 16,
                       progress=None) -> tuple[list[tuple[int, ...]], float]:
         return self._memo.continuations(self._generate, prompts, max_new, batch, progress)
+
+    # ------------------------------------------------------------------ decoded text with its states
+    def decode(self, prompts: Sequence[Sequence[int]], states: Iterable[State], max_new: int, *, batch: int = 16,
+               temperature: float = 0.0, seed: int = 0, out_device: str = "cpu", progress=None) -> list[Decoded]:
+        from .forwards import decode_states
+
+        wanted = tuple(dict.fromkeys(states))
+        out = decode_states(self.loaded, prompts, wanted, max_new, batch, temperature, seed, out_device, progress)
+        self.counts.decodes += len(prompts)
+        return out
 
     # ------------------------------------------------------------------ what the draft runtime borrows
     def embedding(self):

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 
 from ..states import State
-from .spec import Counts, Forced, SourceSpec
+from .spec import Counts, Decoded, Forced, SourceSpec
 
 Progress = Callable[[int, int], None]
 
@@ -61,6 +61,14 @@ class StateSource(Protocol):
         """The target's greedy continuation of each prompt (at most ``max_new`` tokens, ending at an EOS
         token, kept) and the seconds generating them took (memoised prompts: 0). ``batch`` prompts are
         continued together."""
+
+    def decode(self, prompts: Sequence[Sequence[int]], states: Iterable[State], max_new: int, *, batch: int = 16,
+               temperature: float = 0.0, seed: int = 0, out_device: str = "cpu",
+               progress: Progress | None = None) -> list[Decoded]:
+        """The target's own continuations of ``prompts`` (``temperature`` 0: greedy; else sampled, seeded by
+        ``seed``), ``batch`` prompts decoded together, with ``states`` captured at every position but the
+        last (float32 on ``out_device``), in prompt order; never memoised (``spec.gives`` holds
+        ``decode``), or ``CannotGive``. Batching changes rounding: training data, not the simulation's text."""
 
     def embedding(self) -> Any:
         """The target's input embedding matrix [vocab, hidden] (the draft runtime's token embedding), or

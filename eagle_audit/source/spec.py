@@ -11,6 +11,15 @@ Shapes (``Forced``), per sequence of L token ids:
   ``next_tokens``    [L] long or None      the target's argmax after each position (None: not
                                            asked for)
   =================  ====================  ==================================================
+
+Shapes (``Decoded``), per decoded sequence of L = prompt + continuation ids:
+
+  =================  ====================  ==================================================
+  field              shape                 meaning
+  =================  ====================  ==================================================
+  ``states[s]``      [L - 1, hidden]       state ``s`` at every position but the last (the last
+                                           token is never fed), float32, on the device asked for
+  =================  ====================  ==================================================
 """
 
 from __future__ import annotations
@@ -29,7 +38,8 @@ EMBEDDING = "embedding"  # the target's input embedding matrix (the draft runtim
 LM_HEAD = "lm_head"  # the target's output head (drafts with no lm_head of their own borrow it)
 LIVE = "live"  # incremental KV-cached forwards (``accept-rate --live``)
 WEIGHTS = "weights"  # the loaded model itself (``train-canary`` copies a layer and the final norm)
-CAPABILITIES = (TEACHER_FORCED, NEXT_TOKENS, GENERATE, EMBEDDING, LM_HEAD, LIVE, WEIGHTS)
+DECODE = "decode"  # greedy or sampled continuations, batched, with states captured on the way (``train-canary``'s data)
+CAPABILITIES = (TEACHER_FORCED, NEXT_TOKENS, GENERATE, EMBEDDING, LM_HEAD, LIVE, WEIGHTS, DECODE)
 
 
 class CannotGive(AuditError):
@@ -94,6 +104,16 @@ class Forced:
     next_tokens: Any | None = None
 
 
+@dataclass(frozen=True)
+class Decoded:
+    """One sequence the target decoded itself, with the states its forwards computed on the way (shapes
+    in the module docstring)."""
+
+    ids: tuple[int, ...]  # the prompt, then the continuation (cut at its first EOS token, kept)
+    prompt_len: int
+    states: Mapping[State, Any]
+
+
 @dataclass
 class Counts:
     """What a source has run (tests and ``check`` count it: one load, no forward twice)."""
@@ -103,3 +123,4 @@ class Counts:
     memo_hits: int = 0  # teacher-forced sequences answered from the memo
     generations: int = 0  # prompts continued by the target (greedy)
     generation_hits: int = 0  # prompts whose continuation came from the memo
+    decodes: int = 0  # prompts decoded with their states (``decode``: never memoised)
