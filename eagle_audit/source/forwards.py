@@ -63,6 +63,25 @@ def eos_ids(target) -> set[int]:
     return ids
 
 
+def left_padded(prompts: Sequence[Sequence[int]], pad: int, device):
+    """One batch of ``prompts``, padded on the left: (ids, attention mask, position ids), each [batch, width];
+    positions start at 0 at each prompt's first real token (padding: 0, masked)."""
+    width = max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+def cut_at_eos(tokens: Sequence[int], eos: set[int]) -> list[int]:
+    """``tokens`` up to and including the first EOS token (all of them when none is)."""
+    out = []
+    for t in tokens:
+        out.append(t)
+        if t in eos:
+            break
+    return out
+
+
 @torch.inference_mode()
 def cached_forward(target, ids: list[int] | torch.Tensor, cache, states: Iterable[State] = ()
                    ) -> tuple[torch.Tensor, dict[State, torch.Tensor]]:
@@ -104,10 +123,7 @@ def greedy_generate_batch(target, prompts: Sequence[Sequence[int]], max_new: int
         return []
     model, dev = target.model, target.input_device
     pad = (min(eos) if eos else 0) if pad is None else pad
-    width = max(len(p) for p in prompts)
-    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=dev)  # [batch, width]
-    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=dev)  # [batch, width]
-    pos = (mask.cumsum(-1) - 1).clamp(min=0)  # [batch, width]
+    ids, mask, pos = left_padded(prompts, pad, dev)
     cache, kw = new_cache(), cache_kw(model)
     extra = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     eos_t = torch.tensor(sorted(eos) or [-1], device=dev)
@@ -126,15 +142,7 @@ def greedy_generate_batch(target, prompts: Sequence[Sequence[int]], max_new: int
             pos = pos[:, -1:] + 1
             logits = model(input_ids=tok[:, None], attention_mask=mask, position_ids=pos, use_cache=True,
                            **{kw: cache}).logits[:, -1]
-    out = []
-    for row in torch.stack(toks, dim=1).tolist():  # [batch, steps]
-        cont = []
-        for t in row:
-            cont.append(t)
-            if t in eos:
-                break
-        out.append(cont)
-    return out
+    return [cut_at_eos(row, eos) for row in torch.stack(toks, dim=1).tolist()]  # [batch, steps]
 
 
 @torch.inference_mode()
@@ -170,9 +178,7 @@ def decode_states(target, prompts: Sequence[Sequence[int]], states: Sequence[Sta
             idx = order[bi:bi + batch]
             chunk = [list(prompts[i]) for i in idx]
             width = max(len(p) for p in chunk)
-            ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=dev)  # [batch, width]
-            mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=dev)
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
+            ids, mask, pos = left_padded(chunk, pad, dev)
             cache = new_cache()
             logits, caps = forward(ids, mask, pos, cache)
             steps, toks = [caps], []
@@ -194,11 +200,7 @@ def decode_states(target, prompts: Sequence[Sequence[int]], states: Sequence[Sta
             held = [torch.cat([c[j] for c in steps], dim=1) for j in range(len(states))]  # [batch, width + steps - 1, H]
             gen = torch.stack(toks, dim=1).tolist()  # [batch, steps]
             for r, i in enumerate(idx):
-                cont = []
-                for t in gen[r]:
-                    cont.append(t)
-                    if t in eos:
-                        break
+                cont = cut_at_eos(gen[r], eos)
                 p = len(chunk[r])
                 keep = slice(width - p, width + len(cont) - 1)  # states of every token but the last
                 # a copy: the batch's padded tensors are freed before the next batch runs
