@@ -83,7 +83,7 @@ def fc_stats(scorer, truth_idx) -> list[dict]:
 
 
 def coverage(scorer, truth_idx, cands, group: int) -> tuple[int, int]:
-    from eagle_audit.fingerprint.search import paired_interval, units_of
+    from eagle_audit.fingerprint.intervals import paired_interval, units_of
     from eagle_audit.states import State
 
     top = scorer.score(truth_idx)
@@ -114,7 +114,7 @@ def judge_draft(target, ddir, truth, corpus, steps: int, group: int) -> dict:
     from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import infer_wiring, starting_points
     from eagle_audit.fingerprint.score import Scorer
-    from eagle_audit.fingerprint.search import paired_interval
+    from eagle_audit.fingerprint.intervals import paired_interval
     from eagle_audit.resolution import resolve_trained
 
     spec = read_draft(str(ddir))

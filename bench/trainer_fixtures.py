@@ -73,7 +73,7 @@ def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "v
     from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import compare, infer_wiring, starting_points
     from eagle_audit.fingerprint.score import Scorer
-    from eagle_audit.fingerprint.search import paired_interval, units_of
+    from eagle_audit.fingerprint.intervals import paired_interval, units_of
     from eagle_audit.resolution import resolve_trained, side_of
 
     info = target.info

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from .conventions import Convention
+from .draft.fit import check_target_fit
 from .draft.read import DraftSpec, read_draft
-from .errors import AuditError, BadCheckpoint
+from .errors import AuditError
 from .fingerprint.suggest import MEASURED
 from .resolution import Resolution
 from .states import State
-
-if TYPE_CHECKING:
-    from .target import TargetInfo
 
 #: Trained states as given: a text such as "0,3,31" (parsed once the target's N is known; the CLI's form),
 #: or a sequence of states or boundary ints (the Python API's form).
@@ -65,21 +63,6 @@ class Prepared:
     notes: list[str] = field(default_factory=list)  # every assumption made so far (provenance)
 
 
-def check_target_fit(draft: DraftSpec, target: TargetInfo) -> int:
-    """The draft's aux count for this target; bad input if its fc cannot take this target's states."""
-    aux = draft.aux_count(target.hidden_size)
-    if aux is None or (draft.target_hidden_size and draft.target_hidden_size != target.hidden_size
-                       and draft.fc_in % draft.target_hidden_size == 0):
-        built_for = draft.target_hidden_size or "another"
-        raise BadCheckpoint(
-            f"{draft.path}: draft was built for a target of hidden size {built_for} (fc.weight takes {draft.fc_in} "
-            f"inputs), but {target.name} has hidden size {target.hidden_size}")
-    if target.vocab_size and draft.vocab_size and draft.vocab_size != target.vocab_size:
-        raise BadCheckpoint(f"{draft.path}: draft vocab_size {draft.vocab_size} differs from the target's "
-                            f"{target.vocab_size}: a draft for another target")
-    return aux
-
-
 def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convention]:
     """The draft (headers only) and the engine's rules: probed from an installed engine unless
     ``opts.use_installed_engine`` is off, else the built-in convention (``notes`` says which)."""
@@ -91,23 +74,6 @@ def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convent
     return draft, (convention_for(engine, draft.kind, notes) if draft.kind != "eagle3" else engine)
 
 
-def source_request(opts: AuditInputs, device_map: str | None = None):
-    """Where ``opts`` asks its states to come from: the one place an audit's options become a
-    :class:`eagle_audit.source.SourceRequest`. With ``states_server`` set and no weights in the target
-    directory, every state comes from that server; with weights, the local target is the source and the
-    audit compares the server's states with it (:func:`eagle_audit.served.check.served_check`)."""
-    from .source import SourceRequest
-
-    server = getattr(opts, "states_server", None)
-    if server is not None:
-        from .served.source import has_weights
-
-        if not has_weights(os.fspath(opts.target)):  # no weights here: every state from the server
-            return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
-                                 options={"states_server": server})
-    return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)
-
-
 def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | None = None,
             status: Callable[[str], None] | None = None, notes: list[str] | None = None,
             inputs: tuple[DraftSpec, Convention] | None = None, source=None) -> Prepared:
@@ -116,7 +82,7 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
     the served wiring. ``source``: a state source already open (``check`` hands each stage the one it opened:
     one load, the memo shared); else one is opened here."""
     from .resolution import resolve_audit
-    from .source import open_source
+    from .source import open_source, source_request
     from .target import target_info
 
     notes = [] if notes is None else notes

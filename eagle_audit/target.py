@@ -141,6 +141,21 @@ def _convert(directory: Path, gguf_name: str, tmp: Path, out: Path, progress=Non
     tok.save_pretrained(tmp)
 
 
+#: the files ``save_pretrained`` writes weights to (besides ``model-*.safetensors`` shards and a ``.gguf``)
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+def has_weights(target: str) -> bool:
+    """Whether ``target`` holds weights transformers can load (a file named as ``save_pretrained`` names them,
+    a GGUF, or anything that is not a local directory: a hub id)."""
+    p = Path(target)
+    if not p.is_dir():
+        return True
+    return any((p / f).exists() for f in WEIGHT_FILES) or any(p.glob("*.gguf")) or any(
+        f.name.startswith("model-") and f.suffix == ".safetensors" for f in p.iterdir())
+
+
 def read_config(target: str):
     """The target's transformers config, without loading weights (GGUF: read from the GGUF header)."""
     from transformers import AutoConfig

@@ -198,7 +198,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     if isinstance(opts.gen_batch, bool) or not isinstance(opts.gen_batch, int) or opts.gen_batch < 1:
         raise BadOption(f"{param('gen_batch')}: must be an integer >= 1, got {shown(opts.gen_batch)}")
     if opts.states_server is not None and source is None:
-        from ..served.source import has_weights
+        from ..target import has_weights
 
         if has_weights(str(opts.target)):  # the states would silently come from the weights instead
             raise BadOption(f"{param('states_server')} takes every target state from the server, but "

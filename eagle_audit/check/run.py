@@ -5,7 +5,7 @@ source (:mod:`eagle_audit.source`: one load, no teacher-forced forward or contin
 
 Assumptions, named:
 
-* A target directory with a config and no weight files (as :func:`eagle_audit.served.source.has_weights`
+* A target directory with a config and no weight files (as :func:`eagle_audit.target.has_weights`
   names them) has no weights: the stages after the static one say so and do not run, unless ``--server``
   gives every state (the server backend).
 * The captured comparison supersedes the static prediction where it ran (both diagnose the same wiring; the
@@ -54,7 +54,7 @@ class CheckOptions(AuditInputs):
 
 def no_weights(target: str) -> str | None:
     """Why ``target`` has no weights to load (None: it has, or it is a file / hub id: loading will tell)."""
-    from ..served.source import WEIGHT_FILES, has_weights  # the served backend's rule: one place
+    from ..target import WEIGHT_FILES, has_weights  # the served backend's rule: one place
 
     p = Path(os.path.expanduser(target))
     if p.is_dir() and (p / "config.json").is_file() and not has_weights(str(p)):
@@ -118,8 +118,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
            else (None if from_server else no_weights(os.fspath(opts.target))))
     source = None
     if why is None:
-        from ..inputs import source_request
-        from ..source import open_source
+        from ..source import open_source, source_request
 
         say(f"loading target {opts.target}")
         try:

@@ -1,7 +1,8 @@
 """`eagle-audit fingerprint`: read the wiring a draft was trained on off its weights.
 
 ``score`` (teacher-forced corpus of every state, per-slot fc products, scoring a wiring), ``search``
-(coordinate search, paired bootstrap judgement), ``run`` (end to end, claims and findings), ``result``
+(coordinate search, the per-slot judgement), ``intervals`` (its statistics: units, t quantile, paired
+cluster-robust interval), ``run`` (end to end, claims and findings), ``result``
 (the frozen result), ``suggest`` (torch-free: the ``fingerprint`` trainer name, when ``layers`` suggests it).
 The public names below load lazily, so that importing ``suggest`` does not import torch.
 """

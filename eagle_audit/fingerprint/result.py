@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from ..conventions import Wiring
 from ..layers.result import Finding, Fix
 from ..states import State
-from .search import Interval
+from .intervals import Interval
 
 FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/2"
 MAX_NAMED = 3  # a slot with more states not separated from its best is "undetermined", not a list to pick from

@@ -28,13 +28,13 @@ Assumptions, named:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, Sequence
 
 from ..conventions import Convention, Wiring, builtin_conventions
+from ..draft.fit import check_target_fit
 from ..draft.read import DraftSpec, read_draft
 from ..errors import AuditError, param
-from ..inputs import check_target_fit
 from ..layers.diagnose import Context, Measured, diagnose, representation_mismatch, trained_wiring_differs
 from ..layers.fix import plan_fix
 from ..layers.result import Finding, Fix
@@ -44,7 +44,8 @@ from ..states import State, all_states
 from .defaults import MORE_PROMPTS, ttt_steps_for
 from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
 from .score import Corpus, Scorer, capture_corpus, merge_corpora
-from .search import Interval, joint_interval, judge, search
+from .intervals import Interval
+from .search import joint_interval, judge, search, slot_table
 from .suggest import MEASURED
 
 MIN_COVERAGE = 0.5  # the draft vocabulary must hold the target's next token at this share of positions ...
@@ -278,10 +279,6 @@ def later_steps(draft, corpus: Corpus, scorer: Scorer, trace, asked: int, top, b
         return scorer, trace, {**info, "asked": 1}
     if asked <= 1 or top.top1 < MIN_TOP1:
         return scorer, trace, info
-    from dataclasses import replace
-
-    from .search import slot_table
-
     multi = Scorer(draft, corpus, steps=asked, shared=scorer)
     tb, bb = multi.score(trace.best), multi.baseline()
     info["per_step"] = [{"top1": round(tb.top1_at(k), 4), "baseline_top1": round(bb.top1_at(k), 4)}
@@ -396,9 +393,8 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     opened)."""
     import time
 
-    from ..inputs import source_request
     from ..prompts import encode, load_prompts
-    from ..source import open_source
+    from ..source import open_source, source_request
 
     say = status or (lambda m: None)
     if opts.trainer == MEASURED:
@@ -419,7 +415,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     prompts = listed[:opts.max_prompts] if listed is not None else None
     reserve = listed[opts.max_prompts:] if listed is not None else ()
     if source is None and opts.states_server is not None:
-        from ..served.source import has_weights
+        from ..target import has_weights
 
         if has_weights(str(opts.target)):  # the states would silently come from the weights instead
             raise AuditError(f"{param('states_server')} takes every target state from the server, but "

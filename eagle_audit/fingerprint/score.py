@@ -39,6 +39,7 @@ import torch.nn.functional as F
 
 from ..accept.runtime import Eagle3Draft
 from ..states import State
+from .intervals import units_of
 
 
 @dataclass
@@ -166,8 +167,6 @@ class Scorer:
                                   corpus.next_ids.new_zeros(corpus.next_ids.shape[0], self.steps - 1).to(self.dev)], 1)
         self.scored, self.coverage = int(self.mask.sum()), float(self.mask.sum() / corpus.valid.sum().clamp(min=1))
         self.batch = max(1, chunk_tokens // max(1, corpus.next_ids.shape[1]))  # cases per draft forward
-        from .search import units_of
-
         seq, pos, step = [], [], []  # in the order _run concatenates: chunk, step, position
         B = corpus.next_ids.shape[0]
         for b0 in range(0, B, self.batch):

@@ -17,7 +17,7 @@ from typing import Iterable
 from ..conventions import place_key
 from ..draft.read import DraftSpec
 from ..errors import param
-from ..inputs import check_target_fit
+from ..draft.fit import check_target_fit
 from ..resolution import BLOCKS, Resolution
 from ..states import State
 from ..target import TargetInfo

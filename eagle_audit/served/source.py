@@ -40,8 +40,6 @@ from .launch import Capture, TargetShape, sglang_reference, vllm_reference
 
 #: the file of a weights-free target directory that holds only the embedding (and head) the draft borrows
 EMBED_FILE = "embed_tokens.safetensors"
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
 
 
 @dataclass(frozen=True)
@@ -62,16 +60,6 @@ class StatesServer:
     def to_json(self) -> dict:
         return {"url": self.url, "kind": self.kind, "timeout": self.timeout, "deadline": self.deadline,
                 "hidden_states_dir": self.hidden_states_dir, "api_key": "<redacted>" if self.api_key else None}
-
-
-def has_weights(target: str) -> bool:
-    """Whether ``target`` holds weights transformers can load (a file named as ``save_pretrained`` names them,
-    a GGUF, or anything that is not a local directory: a hub id)."""
-    p = Path(target)
-    if not p.is_dir():
-        return True
-    return any((p / f).exists() for f in WEIGHT_FILES) or any(p.glob("*.gguf")) or any(
-        f.name.startswith("model-") and f.suffix == ".safetensors" for f in p.iterdir())
 
 
 def server_capture(server: StatesServer, shape: TargetShape) -> Capture:

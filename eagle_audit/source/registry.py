@@ -1,7 +1,7 @@
 """The backends, in one place: adding one (a server, a remote shard) is one entry in :data:`BACKENDS` and
 its module. :func:`open_source` opens the first backend whose ``accepts`` takes the request (or the one
 the request names); :func:`as_source` wraps a target already loaded by the caller (tests, the Python
-API's :func:`eagle_audit.api.load_target`).
+API's :func:`eagle_audit.api.load_target`); :func:`source_request` turns an audit's options into a request.
 
 Backends are named by ``"module:function"`` so that importing the registry imports no torch.
 """
@@ -9,10 +9,12 @@ Backends are named by ``"module:function"`` so that importing the registry impor
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import BadOption, param
+from ..target import has_weights
 from .spec import SourceRequest
 
 
@@ -68,3 +70,18 @@ def as_source(target):
         src = LocalSource(target, "device-map" if str(target.device).startswith("device_map=") else "local")
         target._state_source = src
     return src
+
+
+def source_request(opts, device_map: str | None = None) -> SourceRequest:
+    """Where ``opts`` (an audit's options: :class:`eagle_audit.inputs.AuditInputs`, or any object with
+    ``target``, ``device``, ``dtype`` and optionally ``states_server``) asks its states to come from: the one
+    place an audit's options become a :class:`~eagle_audit.source.spec.SourceRequest`. With ``states_server``
+    set and no weights in the target directory (:func:`eagle_audit.target.has_weights`), every state comes
+    from that server; with weights, the local target is the source and the audit compares the server's states
+    with it (:func:`eagle_audit.served.check.served_check`). Until 2026-12-01 this was in ``inputs.py``, which
+    ``fingerprint/run.py`` imported for it while ``inputs.py`` imported ``fingerprint/run.py`` back."""
+    server = getattr(opts, "states_server", None)
+    if server is not None and not has_weights(os.fspath(opts.target)):  # no weights here: every state from the server
+        return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
+                                 options={"states_server": server})
+    return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)

@@ -55,7 +55,7 @@ class CannotGive(AuditError):
 class SourceRequest:
     """Where an audit asks its states to come from; :func:`eagle_audit.source.open_source` picks the
     backend that takes it (registry order). Built from an audit's options in one place,
-    :func:`eagle_audit.inputs.source_request`."""
+    :func:`eagle_audit.source.registry.source_request`."""
 
     target: str  # a local HF directory, a cached hub id or a .gguf file (a server backend: its config dir)
     device: str = "cpu"

@@ -1,10 +1,10 @@
-"""What every audit starts from (eagle_audit/inputs.py): the draft must fit the target."""
+"""Does a draft fit a target (eagle_audit/draft/fit.py): the aux count, or bad input naming the draft."""
 
 import pytest
 
+from eagle_audit.draft.fit import check_target_fit
 from eagle_audit.draft.read import read_draft
 from eagle_audit.errors import BadCheckpoint
-from eagle_audit.inputs import check_target_fit
 from eagle_audit.target import TargetInfo
 
 

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from eagle_audit.fingerprint.search import paired_interval, t_quantile, tokens_to_separate, units_of
+from eagle_audit.fingerprint.intervals import paired_interval, t_quantile, tokens_to_separate, units_of
 
 
 @pytest.mark.parametrize("p, df, want", [(0.995, 7, 3.4995), (0.995, 2, 9.9248), (0.975, 30, 2.0423),

@@ -11,7 +11,7 @@ from eagle_audit.conventions import Wiring
 from eagle_audit.fingerprint.render import render_fingerprint
 from eagle_audit.fingerprint.result import Agreement, Claim, FingerprintResult, SlotInference
 from eagle_audit.fingerprint.run import Inference
-from eagle_audit.fingerprint.search import Interval
+from eagle_audit.fingerprint.intervals import Interval
 from eagle_audit.states import State
 
 

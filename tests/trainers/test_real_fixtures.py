@@ -86,7 +86,7 @@ def test_interval_coverage_on_known_truth(trainer_fixtures, held_out, smollm2):
     :data:`GROUP` held-out prompts, its 99% interval against the margin on all of them."""
     from eagle_audit.accept.runtime import load_draft_model
     from eagle_audit.fingerprint.score import Scorer
-    from eagle_audit.fingerprint.search import paired_interval, units_of
+    from eagle_audit.fingerprint.intervals import paired_interval, units_of
     from eagle_audit.states import State
 
     group = 4
