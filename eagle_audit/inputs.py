@@ -18,8 +18,7 @@ from .conventions import Convention
 from .draft.fit import check_target_fit
 from .draft.read import DraftSpec, read_draft
 from .errors import AuditError
-from .fingerprint.suggest import MEASURED
-from .resolution import Resolution
+from .resolution import MEASURED, Resolution
 from .states import State
 
 #: Trained states as given: a text such as "0,3,31" (parsed once the target's N is known; the CLI's form),

@@ -25,6 +25,10 @@ from .target import TargetInfo
 
 #: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
 CANARY_KEY = "eagle_audit_canary"
+#: The trainer name with which ``layers``, ``accept-rate`` and ``check`` measure the trained wiring on the draft's
+#: weights instead of assuming it (:func:`eagle_audit.fingerprint.run.resolve_measured`, asked by
+#: :func:`eagle_audit.inputs.prepare`). Until 2026-12-01 in ``fingerprint/suggest.py``.
+MEASURED = "fingerprint"
 
 #: The trainer assumed from a draft's layout when neither ``trainer`` nor ``trained_boundaries`` is given.
 TRAINER_BY_LAYOUT = {"sglang": "specforge", "speculators": "speculators", "eagle": "eagle"}

@@ -10,6 +10,12 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "eagle_audit"
+#: docs/layout.md's order, from the ground up: a module imports only from its own floor or below ...
+FLOORS = (("errors", "cache", "threads"), ("states", "expr", "jsonfile", "target", "outputs", "demo"),
+          ("conventions", "capture", "prompts"), ("source", "draft", "probe"), ("resolution", "provenance"),
+          ("inputs",), ("accept",), ("layers",), ("fingerprint", "served", "report"), ("check",), ("api", "cli"))
+#: ... except these, each inside one function (docs/layout.md says why)
+UPWARD = {("eagle_audit.inputs", "eagle_audit.fingerprint.run"), ("eagle_audit.layers.run", "eagle_audit.served.check")}
 #: what eagle_audit/source/ may import (docs/layout.md: the seam stands below every analysis)
 SEAM_MAY_IMPORT = {"eagle_audit.errors", "eagle_audit.states", "eagle_audit.target", "eagle_audit.capture",
                    "eagle_audit.cache"}
@@ -142,6 +148,19 @@ def test_the_seam_imports_nothing_above_it():
     above = {f"{m} -> {t}" for m, e in graph.items() if m.startswith("eagle_audit.source")
              for t in e if not t.startswith("eagle_audit.source") and t not in SEAM_MAY_IMPORT}
     assert not above, sorted(above)
+
+
+def test_every_import_goes_down_but_the_two_named():
+    graph = imports()
+    floor = {name: i for i, names in enumerate(FLOORS) for name in names}
+    part = {m: m.split(".")[1] for m in graph if m != "eagle_audit"}
+    unplaced = sorted({p for p in part.values() if p not in floor})
+    assert not unplaced, f"not in docs/layout.md's order (and FLOORS here): {unplaced}"
+    up = {(m, t): k for m, e in graph.items() if m in part for t, k in e.items()
+          if t in part and floor[part[t]] > floor[part[m]]}
+    named = {(m, t) for m, t in up if any(m == a and (t == b or (b + ".").startswith(t + ".")) for a, b in UPWARD)}
+    assert set(up) - named == set(), sorted(f"{m} -> {t} ({up[m, t]})" for m, t in set(up) - named)
+    assert all(up[e] == "lazy" for e in named)  # inside a function, as docs/layout.md says
 
 
 def test_the_checker_sees_a_cycle():

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import AuditError, param
-from ..fingerprint.suggest import MEASURED
 from ..accept.gate import Gate, failures
 from ..inputs import AuditInputs
+from ..resolution import MEASURED
 from .result import STAGES, CheckResult, Problem, Stage, Verdict
 
 

@@ -3,15 +3,16 @@
 ``score`` (teacher-forced corpus of every state, per-slot fc products, scoring a wiring), ``search``
 (coordinate search, the per-slot judgement), ``intervals`` (its statistics: units, t quantile, paired
 cluster-robust interval), ``run`` (end to end, claims and findings), ``result``
-(the frozen result), ``suggest`` (torch-free: the ``fingerprint`` trainer name, when ``layers`` suggests it).
-The public names below load lazily, so that importing ``suggest`` does not import torch.
+(the frozen result). The public names below load lazily, so that importing ``defaults`` (the CLI's) or
+``render`` does not import torch. The trainer name ``fingerprint``
+is :data:`eagle_audit.resolution.MEASURED`, torch-free, below every analysis.
 """
 
 from __future__ import annotations
 
 _PUBLIC = {"FINGERPRINT_SCHEMA": "result", "FingerprintResult": "result", "FingerprintOptions": "run",
            "Inference": "run", "fingerprint": "run", "infer_wiring": "run", "prepare_corpus": "run",
-           "run_fingerprint": "run", "MEASURED": "suggest"}
+           "run_fingerprint": "run"}
 
 __all__ = sorted(_PUBLIC)
 

@@ -39,14 +39,13 @@ from ..layers.diagnose import Context, Measured, diagnose, representation_mismat
 from ..layers.fix import plan_fix
 from ..layers.result import Finding, Fix
 from ..provenance import engine_convention, provenance
-from ..resolution import Resolution, SideWiring, given_side, resolve_trained, side_of
+from ..resolution import MEASURED, Resolution, SideWiring, given_side, resolve_trained, side_of
 from ..states import State, all_states
 from .defaults import MORE_PROMPTS, ttt_steps_for
 from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
 from .score import Corpus, Scorer, capture_corpus, merge_corpora
 from .intervals import Interval
 from .search import joint_interval, judge, search, slot_table
-from .suggest import MEASURED
 
 MIN_COVERAGE = 0.5  # the draft vocabulary must hold the target's next token at this share of positions ...
 MIN_TOP1 = 0.2  # ... some scored wiring's top-1 agreement must reach this ...

@@ -8,14 +8,13 @@ frozen :class:`LayersResult`. What it shares with `accept-rate` (inputs, loading
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 from ..draft.read import DraftSpec
-from ..errors import AuditError
-from ..fingerprint.suggest import suggestion
+from ..errors import AuditError, param
 from ..inputs import AuditInputs, prepare
 from ..provenance import provenance
-from ..resolution import BLOCKS, Resolution
+from ..resolution import BLOCKS, MEASURED, Resolution
 from ..states import State, all_states
 from .diagnose import SlotStats, diagnose
 from .fix import plan_fix
@@ -160,7 +159,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
             notes.append(f"served states: {check.capture.slots} slots ({', '.join(s.label() for s in check.capture.states)}) "
                          f"from {opts.states_server.url} over {check.tokens} tokens, compared with the local capture "
                          f"({target.spec.origin})")
-    hint = suggestion(opts.trainer is not None or bool(opts.trained_boundaries), res, p.aux,
+    hint = _suggestion(opts.trainer is not None or bool(opts.trained_boundaries), res, p.aux,
                       [s.cosine for s in slots if s.verdict != "ok"])
     if hint:
         notes.append(f"suggestion: {hint}")
@@ -170,3 +169,20 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
                       num_prompts=n_prompts, tokens=tokens, notes=notes, static=opts.static)
     return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), res.trained.wiring,
                         res.served.wiring, slots, findings, fix, heat, prov, (hint,) if hint else (), served_json)
+
+
+def _suggestion(trainer_given: bool, resolution: Resolution, aux: int, cosines: Sequence[float | None]) -> str | None:
+    """When ``layers`` should point at the fingerprint (``--trainer fingerprint``, :data:`MEASURED`): the trained side is a convention assumed from the
+    layout, or it does not fit fc, or a slot's trained and served states are far apart (cosine < 0.9) while
+    the trained side rests only on a convention."""
+    trained = resolution.trained
+    if trained.wiring.ids_source == "boundaries":  # given directly, recorded by a canary, or measured
+        return None
+    why = None
+    if len(trained.states) != aux:
+        why = f"the trained wiring {trained.wiring.convention} assumes has {len(trained.states)} states, fc takes {aux}"
+    elif not trainer_given:
+        why = "the trainer was not given, so the trained wiring is assumed from the draft's layout"
+    elif any(c is not None and c < 0.9 for c in cosines):
+        why = "a slot's trained and served states are far apart, and the trained side rests on a convention alone"
+    return f"{why}; measure it on the draft's weights: {param('trainer', MEASURED)} (or eagle-audit fingerprint)" if why else None
