@@ -208,3 +208,17 @@ def test_cli_fingerprint_and_accept_rate_on_a_weights_free_target(fake, served_t
     cmd = typer.main.get_command(app).commands["accept-rate"]
     help_ = next(p.help for p in cmd.params if p.name == "states_server")
     assert "Unlike --server, which serves the draft and reports its own accept length" in help_
+
+
+def test_a_server_gives_no_decode(fake, served_target_no_weights):
+    """train-canary's data (``StateSource.decode``: a seeded, batched decode with its states) is not what a
+    server hands out: its spec says so and asking is one line, exit 2."""
+    from eagle_audit.errors import AuditError
+    from eagle_audit.source import DECODE, CannotGive, SourceRequest, open_source
+
+    with serving(fake()) as url:
+        src = open_source(SourceRequest(str(served_target_no_weights), server=url))
+        assert src.spec.backend == "server" and not src.spec.can(DECODE)
+        with pytest.raises(CannotGive, match="cannot give decoded text with its states") as e:
+            src.decode(prompts(1), [], 4)
+    assert isinstance(e.value, AuditError) and "\n" not in e.value.message
