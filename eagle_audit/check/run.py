@@ -198,10 +198,9 @@ def _measured_trained(fp: Stage):
     r = fp.result
     if r is None or r.inferred is None or not any(f.code == "TRAINED_WIRING_DIFFERS" for f in r.errors):
         return None
-    declared = r.declared.states
-    if len(declared) != len(r.slots):
-        return tuple(r.best)
-    return tuple(d if sl.admits(d) else sl.best for sl, d in zip(r.slots, declared))
+    from ..fingerprint.run import settled
+
+    return settled(r, r.declared.states, r.served.states if r.served is not None else None)  # as the fingerprint's fix
 
 
 def combine(stages: tuple[Stage, ...], gate: Gate) -> Verdict:

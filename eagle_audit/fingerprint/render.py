@@ -34,8 +34,8 @@ def render_fingerprint(result: FingerprintResult, console: Console) -> None:
     for s in result.slots:
         lp = _iv(s.margin.mean, s.margin.low, s.margin.high) if s.margin else "-"
         t1 = _iv(s.top1_margin.mean, s.top1_margin.low, s.top1_margin.high) if s.top1_margin else "-"
-        mark = ("[yellow]undetermined[/]" if s.undetermined else "[yellow]not separated[/]" if s.ambiguous
-                else "[green]separated[/]")
+        mark = ("[yellow]undetermined[/]" if s.undetermined else "[yellow]not separated[/]" if len(s.candidates) > 1
+                else "[yellow]beside a state not searched[/]" if s.unsearched else "[green]separated[/]")
         table.add_row(str(s.index), e(s.text()), e(s.runner_up.label()) if s.runner_up else "-", e(lp), e(t1), mark,
                       e(s.needs()))
     console.print(table)

@@ -6,7 +6,7 @@ each slot says what would determine it (``needs``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..conventions import Wiring
@@ -40,29 +40,45 @@ class SlotInference:
     # information (undetermined, whatever the list)
     use_margin: Interval | None = None  # best - best shuffled over positions (mean log-prob)
     steps: int = 1  # training-time-test steps the judgement scored per position (1: the first draft token only)
+    unsearched: tuple[State, ...] = ()  # states the search never had (its source does not give them) next to a named
+    # state (fingerprint.run.unsearched_neighbours): admitted as possibilities, never scored; the slot is then ambiguous
+
+    @property
+    def admitted(self) -> tuple[State, ...]:
+        """The states named: those not separated from the best, then the unsearched neighbours."""
+        return tuple(self.candidates) + tuple(self.unsearched)
 
     def text(self) -> str:
-        """``B15`` or, where not separated, ``B15 or B16``; ``undetermined (9 states ...)`` where too many are
-        not separated to name."""
+        """``B15`` or, where not separated, ``B15 or B16``; ``B1 or B0 (not searched)`` beside a state the search
+        never had; ``undetermined (9 states ...)`` where too many are not separated to name."""
         if self.uninformed:
             return f"undetermined (the draft does not use its information; best {self.best.label()})"
         if self.undetermined:
             return f"undetermined ({len(self.candidates)} states not separated, best {self.best.label()})"
-        return " or ".join(s.label() for s in self.candidates)
+        return " or ".join([s.label() for s in self.candidates] + [f"{s.label()} (not searched)" for s in self.unsearched])
 
     def admits(self, state: State) -> bool:
-        """``state`` is consistent with what the weights say about this slot (an undetermined slot admits any)."""
-        return self.undetermined or state in self.candidates
+        """``state`` is consistent with what the weights say about this slot (an undetermined slot admits any; a
+        named one its states and their unsearched neighbours)."""
+        return self.undetermined or state in self.admitted
 
     def guarded(self) -> str | list[str] | None:
-        """What the weights support for this slot: the state, the states it is ambiguous between, or None."""
+        """What the weights support for this slot: the state, the states it is ambiguous between (with the
+        unsearched neighbours, last), or None."""
         if self.undetermined:
             return None
-        return self.best.label() if not self.ambiguous else [s.label() for s in self.candidates]
+        return self.best.label() if not self.ambiguous else [s.label() for s in self.admitted]
 
     def needs(self) -> str:
         """How sure, in evidence: what separated it, or what would."""
         on = f"{self.scored_tokens} scored tokens" + (f" x {self.steps} training-time-test steps" if self.steps > 1 else "")
+        if self.unsearched and not self.undetermined:
+            ns = " or ".join(s.label() for s in self.unsearched)
+            beside = (f"; not told from {ns}: not searched, the states' source does not give it (a source that does, "
+                      "the target's weights, would tell)")
+            if len(self.candidates) == 1:
+                return f"separated from every searched state on {on}{beside}"
+            return replace(self, unsearched=(), ambiguous=True).needs() + beside
         if not self.ambiguous:
             return (f"separated on {on}"
                     + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else ""))
@@ -90,7 +106,7 @@ class SlotInference:
                 "ambiguous": self.ambiguous, "undetermined": self.undetermined,
                 "candidates": [s.label() for s in self.candidates], "text": self.text(),
                 "separate_tokens": self.separate_tokens, "name_tokens": self.name_tokens, "unused": self.unused,
-                "uninformed": self.uninformed, "steps": self.steps,
+                "uninformed": self.uninformed, "steps": self.steps, "unsearched": [s.label() for s in self.unsearched],
                 "use_margin": [self.use_margin.mean, self.use_margin.low, self.use_margin.high] if self.use_margin else None,
                 "needs": self.needs()}
 

@@ -16,6 +16,11 @@ Assumptions, named:
   token, and the best state says nothing about training. Seen on a speculators 0.9.0 draft (held-out step-0
   accuracy 0.35): slot 0, trained on B2, came out ``B30+norm or B1`` with B2 excluded (a false
   ``TRAINED_WIRING_DIFFERS``).
+* A source that does not give every state (a server: no B0 on SGLang's +1 rule, no BN / BN+norm) is searched over
+  what it gives; a slot trained on a state it does not give scores best on the searched state nearest to that one
+  on the residual stream, so a named state next to a state not searched admits it too (``B1 or B0 (not searched)``,
+  ambiguous, never exact); BN+norm, which no boundary stands in for (a slot trained on it was named B1), is
+  admitted by the last slot: :func:`unsearched_neighbours` says which.
 * A slot with more than ``MAX_NAMED`` states not separated from its best is *undetermined*: the draft barely
   relies on it on these prompts, and on a short canary's held-out text such a list was seen to miss the true
   state; it admits any state (no ``TRAINED_WIRING_DIFFERS`` because of it) and names none.
@@ -119,7 +124,8 @@ class Inference:
         states = tuple(states)
         # a state the search never had (a server without it: B0 on the +1 rule, BN+norm) is neither admitted nor
         # excluded: a correct claim of it must not come out as differing
-        unsearched = [f"slot {sl.index} {s.label()}" for s, sl in zip(states, self.slots) if s not in self.agreement.states]
+        unsearched = [f"slot {sl.index} {s.label()}" + (f" (admitted beside {sl.text()})" if s in sl.unsearched else "")
+                      for s, sl in zip(states, self.slots) if s not in self.agreement.states]
         if unsearched:
             return None, f"not searched (the states' source does not give it): {', '.join(unsearched)}"
         excluded = [sl.index for s, sl in zip(states, self.slots) if not sl.undetermined and s not in sl.candidates]
@@ -173,6 +179,44 @@ def searched_states(source) -> tuple[State, ...]:
     """The candidate states: every state of the target (``B0``..``BN``, ``BN+norm``) its source gives (a
     server: what its launch captures)."""
     return tuple(s for s in all_states(source.info.num_layers) if s in set(source.spec.states))
+
+
+def unsearched_neighbours(named: Sequence[State], searched: Sequence[State], num_layers: int,
+                          last: bool = False) -> tuple[State, ...]:
+    """The states a named slot admits beyond its named (searched) states, in the residual stream's order B0, B1,
+    ..., BN, BN+norm (:func:`~eagle_audit.states.all_states`): from each named state, the states next to it that
+    were not searched, and beyond them while the next is not searched either (they have no nearer searched state);
+    and, for the ``last`` slot, BN+norm where it was not searched, whatever the slot is named. A server on
+    SGLang's +1 rule captures B1..B(N-1): a slot named B1 admits B0, the last slot admits BN+norm (and BN where it
+    is named B(N-1)).
+
+    Assumed (named):
+
+    * *adjacent* is one boundary apart (B0 and B1, B(N-1) and BN: one layer's update between them), or BN and
+      BN+norm, the order the search's states have; a slot trained on a boundary the search never had scores best
+      on, or not separated from, the searched boundary nearest to it in that order. A named state farther from it
+      than another searched state does not admit it.
+    * BN+norm is not a boundary: the final norm rescales it, and no searched boundary stands in for it. Measured
+      on the SmolLM2 canary trained on [B8, B30+norm] (tests/fingerprint/fp_canaries.py) searched over B1..B29:
+      slot 1 came out B1, separated from every searched state (+0.316 [+0.139, +0.493] mean log-prob against B2).
+      Slots hold their states in ascending order (every engine concatenates them so; a trainer that does not is
+      fixed by permuting fc), so only the last slot can hold BN+norm: it admits it.
+
+    The states admitted are never scored: the slot is ambiguous, never exact."""
+    chain, have = all_states(num_layers), set(searched)
+    out: set[State] = set()
+    for s in named:
+        if s not in chain:
+            continue
+        i = chain.index(s)
+        for step in (-1, 1):
+            j = i + step
+            while 0 <= j < len(chain) and chain[j] not in have:
+                out.add(chain[j])
+                j += step
+    if last and chain[-1] not in have:
+        out.add(chain[-1])
+    return tuple(x for x in chain if x in out)
 
 
 def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple[str, tuple[State, ...]]], flags,
@@ -233,12 +277,18 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     joint = {tuple(cands[j] for j in w): joint_interval(evidence, trace.best, w) for _, w, _ in trace.starts}
     joint[tuple(cands[j] for j in trace.best)] = joint_interval(evidence, trace.best, trace.best)
     t5 = time.perf_counter()
+    def beside(j) -> tuple[State, ...]:  # a named slot's unsearched neighbours (an undetermined one admits any)
+        if len(j.candidates) > MAX_NAMED or j.uninformed:
+            return ()
+        return unsearched_neighbours([cands[c] for c in j.candidates], cands, info.num_layers,
+                                     last=j.index == len(judged) - 1)
+
     slots = tuple(SlotInference(j.index, cands[j.best], cands[j.runner_up] if j.runner_up is not None else None,
                                 j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates),
-                                j.ambiguous or j.uninformed, len(j.candidates) > MAX_NAMED or j.uninformed,
+                                j.ambiguous or j.uninformed or bool(ns), len(j.candidates) > MAX_NAMED or j.uninformed,
                                 j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin,
-                                evidence.steps)
-                  for j in judged)
+                                evidence.steps, ns)
+                  for j in judged for ns in (beside(j),))
     # "no wiring makes the draft agree" is judged on the wiring that agrees best of all those scored (the starting
     # wirings, the log-prob pick and every one-slot change of it), not on the log-prob pick alone: a barely trained
     # draft's log-prob pick can fall under MIN_TOP1 while its true wiring, also scored, clears both thresholds
@@ -326,6 +376,8 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
     :func:`eagle_audit.layers.diagnose.diagnose` with the measured wiring as the trained side, plus
     ``TRAINED_WIRING_DIFFERS`` / ``REPRESENTATION_MISMATCH``) and the fix against the engine."""
     n = info.num_layers
+    engine = served.states if served is not None else None
+
     def claim(source: str, states, note: str) -> Claim:
         agrees, why = inf.verdict(states)
         return Claim(source, states, agrees, "; ".join(x for x in (note, why) if x))
@@ -348,14 +400,14 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
                 if inf.top1 is not None else f"{inf.scored_tokens} positions could be scored.")
     hint = ""
     if inf.states:
-        hint = (f"{param('trained_boundaries', ','.join(_bound(s) for s in settled(inf, declared.states)))}, or "
+        hint = (f"{param('trained_boundaries', ','.join(_bound(s) for s in settled(inf, declared.states, engine)))}, or "
                 f"{param('trainer', MEASURED)}")
-    measured = Measured(declared.wiring, tuple(corpus_all(inf) if sl.undetermined else sl.candidates
+    measured = Measured(declared.wiring, tuple(corpus_all(inf) if sl.undetermined else sl.admitted
                                               for sl in inf.slots) if inf.states else None,
                         inf.reason, evidence, hint, differs=declared_verdict is False)
     trained = declared
     if inf.states:
-        states = settled(inf, declared.states)
+        states = settled(inf, declared.states, engine)
         trained = given_side(Wiring("fingerprint", "trainer", "-", "measured", None, "boundaries", "draft weights",
                                     tuple(s.boundary for s in states), states), spec, trainer)
     if served is None:  # the engine has no rule for this target: only the weights' own findings
@@ -369,12 +421,16 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
     return tuple(claims), findings, fix
 
 
-def settled(inf: Inference, declared: Sequence[State]) -> tuple[State, ...]:
+def settled(inf: Inference, declared: Sequence[State], served: Sequence[State] | None = None) -> tuple[State, ...]:
     """The measured wiring the audit goes on with: per slot, the declared state where the weights admit it
-    (an ambiguous or undetermined slot gives no reason to doubt it), else the best state."""
+    (an ambiguous or undetermined slot gives no reason to doubt it), else the state the engine feeds
+    (``served``) where it is one of the slot's unsearched neighbours (the weights were never asked about it:
+    no fix may move the engine off it), else the best state."""
     if len(declared) != len(inf.slots):
         return inf.best
-    return tuple(d if sl.admits(d) else sl.best for sl, d in zip(inf.slots, declared))
+    served = tuple(served) if served is not None and len(served) == len(inf.slots) else (None,) * len(inf.slots)
+    return tuple(d if sl.admits(d) else e if e is not None and e in sl.unsearched else sl.best
+                 for sl, d, e in zip(inf.slots, declared, served))
 
 
 def corpus_all(inf: Inference) -> tuple[State, ...]:
@@ -456,7 +512,8 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
         from ..source import as_source
 
         notes.append(f"states searched: the {len(corpus.candidates)} that {as_source(target).spec.origin} gives; not searched: "
-                     f"{', '.join(left_out)} (a slot trained on one of them is named by its nearest searched state)")
+                     f"{', '.join(left_out)} (a slot named next to one of them admits it, 'B1 or B0 (not searched)'; "
+                     "the last slot admits a post-norm state not searched: no boundary stands in for it)")
     t1 = time.perf_counter()
     starts = starting_points(spec, info, declared.wiring, engine)
     inf = infer_wiring(target, spec, corpus, starts, flags, say, ttt_steps=ttt_steps)
@@ -484,6 +541,8 @@ def unsettled(inf: Inference, extra_tokens: int) -> list[int]:
     out = []
     for sl in inf.slots:
         if not sl.ambiguous or sl.unused or sl.uninformed:
+            continue
+        if sl.unsearched and len(sl.candidates) == 1:  # only a state the source does not give: more text cannot tell
             continue
         want = sl.name_tokens if sl.undetermined else sl.separate_tokens
         if want is not None and want <= inf.scored_tokens + extra_tokens:
@@ -560,7 +619,7 @@ def resolve_measured(target, spec: DraftSpec, engine: Convention, notes: list[st
         raise AuditError(f"trainer {MEASURED}: no wiring can be read off {spec.path}'s weights for {info.name}: "
                          f"{inf.reason}", hint="eagle-audit fingerprint shows the evidence (REPRESENTATION_MISMATCH)")
     amb = [f"slot {sl.index}: {sl.text()}" for sl in inf.slots if sl.ambiguous]
-    states = settled(inf, declared.states)
+    states = settled(inf, declared.states, served.states)
     notes.append(f"trained states measured on the draft's weights (fingerprint, {inf.scored_tokens} tokens): "
                  f"{[s.label() for s in states]}, confidence {inf.confidence}"
                  + (f"; not separated: {'; '.join(amb)} (the declared state where the weights admit it, else the "

@@ -69,7 +69,7 @@ def fingerprint_of(smollm2, fp_corpus, fp_threads):
 
     def run(draft_dir, target=None, corpus=None):
         target, corpus = target or smollm2, corpus or fp_corpus
-        key = (str(draft_dir), id(target))
+        key = (str(draft_dir), id(target), id(corpus))
         if key not in memo:
             spec = read_draft(str(draft_dir))
             declared, _ = resolve_trained(spec, target.info, [])

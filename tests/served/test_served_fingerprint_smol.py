@@ -15,6 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fingerprint"))
 
 from eagle_audit.served import sglang_reference  # noqa: E402
 from eagle_audit.served.launch import TargetShape  # noqa: E402
+from eagle_audit.states import final_normed  # noqa: E402
 from sglang_server import FakeSGLang, Target, serving  # noqa: E402
 
 pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
@@ -82,7 +83,10 @@ def test_a_smollm2_canary_reads_the_same_without_the_weights(sglang_pieces, sgla
     assert served.verdict == local.verdict and sj["confidence"] == lj["confidence"] != "none"
     assert [(f.code, f.slot) for f in served.findings] == [(f.code, f.slot) for f in local.findings]
     # Measured here (4 prompts x 48 tokens): the local slot 2 admits B27, B25, B24 and B30: more than MAX_NAMED (3),
-    # so undetermined; without B30 in the search the served slot 2 is "B27 or B25 or B24" (the truth among them).
+    # so undetermined; without B30 in the search the served slot 2 is "B27 or B25 or B24" (the truth among them),
+    # and, the last slot, admits B30+norm, which no searched boundary stands in for ("... or B30+norm (not searched)").
     # The guarded answer can only be narrower where the local list held a state the server does not capture.
     for a, b in zip(sj["states"], lj["states"]):
         assert a == b or (b is None and a is not None)
+    last = served.slots[-1]
+    assert last.undetermined or (last.unsearched == (final_normed(n),) and "B30+norm (not searched)" in last.text())
