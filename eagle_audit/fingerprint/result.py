@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from ..conventions import Wiring
 from ..layers.result import Finding, Fix
 from ..states import State
-from .intervals import Interval
+from .intervals import POWER, Interval
 
 FINGERPRINT_SCHEMA = "eagle-audit/fingerprint/2"
 MAX_NAMED = 3  # a slot with more states not separated from its best is "undetermined", not a list to pick from
@@ -33,6 +33,7 @@ class SlotInference:
     ambiguous: bool
     undetermined: bool = False  # more than MAX_NAMED states not separated: the slot carries too little signal here
     separate_tokens: int | None = None  # scored tokens (prompts like these) that would separate the runner-up
+    # (not separated yet: with probability intervals.POWER, these tokens among them; intervals.tokens_to_separate)
     name_tokens: int | None = None  # ... that would leave at most MAX_NAMED states (None: not within reach)
     unused: bool = False  # not even the worst state is separated from the best: the draft does not use the slot here
     scored_tokens: int = 0  # the evidence the judgement rests on
@@ -92,9 +93,11 @@ class SlotInference:
         want = self.name_tokens if self.undetermined else self.separate_tokens
         what = f"at most {MAX_NAMED} states" if self.undetermined else "one state"
         if want is None:
-            return (f"not within 64x the {on}: to this draft the closest states are as good as alike on such text")
-        return (f"about {want} scored tokens ({want / max(1, self.scored_tokens):.1f}x these) of prompts like the "
-                f"draft's training data (the target's own chat-templated continuations) to name {what}")
+            return (f"not expected within 64x the {on}: the closest states' measured difference is too small against "
+                    "its spread across prompts (to this draft they are nearly alike on such text)")
+        return (f"about {want} scored tokens ({want / max(1, self.scored_tokens):.1f}x these, these among them) of "
+                "prompts like the draft's training data (the target's own chat-templated continuations) to name "
+                f"{what}, expected {POWER:.0%} of the time")
 
     def to_json(self) -> dict:
         iv = self.margin

@@ -65,3 +65,51 @@ def test_one_prompt_is_cut_into_pieces_and_stays_wide():
     assert int(units.max()) + 1 == 4
     iv = paired_interval(d, torch.zeros_like(d), units, 0.99)
     assert iv.high - iv.low > 0.5
+
+
+def texts(g: torch.Generator, prompts: int, mean: float, prompt_sd: float = 0.3, rho: float = 0.7, longest: int = 120):
+    """:func:`text_like`'s texts (the same model: prompt offset, AR(1) heavy-tailed noise, 40-120 tokens), drawn
+    for all prompts at once (the estimate check below needs thousands of prompts)."""
+    n = torch.randint(40, longest + 1, (prompts,), generator=g)
+    e = torch.randn(prompts, longest, generator=g, dtype=torch.float64)
+    e = e * torch.where(torch.rand(prompts, longest, generator=g) < 0.05, 4.0, 1.0)
+    x = torch.empty_like(e)
+    x[:, 0] = e[:, 0]
+    for t in range(1, longest):
+        x[:, t] = rho * x[:, t - 1] + math.sqrt(1 - rho ** 2) * e[:, t]
+    x = x + mean + prompt_sd * torch.randn(prompts, 1, generator=g, dtype=torch.float64)
+    keep = torch.arange(longest)[None] < n[:, None]
+    return x[keep], torch.arange(prompts)[:, None].expand(-1, longest)[keep]
+
+
+def estimate_comes_true(mu: float, trials: int = 300, first: int = 8, seed: int = 0) -> tuple[int, int]:
+    """Of the first looks (``first`` prompts) not separated, the estimates made and how many came true: the
+    tokens named, the first look's prompts among them (as a second round adds to the first), separated."""
+    g = torch.Generator().manual_seed(seed)
+    made = true = 0
+    for _ in range(trials):
+        d, seq = texts(g, first, mu)
+        iv = paired_interval(d, torch.zeros_like(d), units_of(seq), 0.99)
+        if iv.low > 0:
+            continue
+        want = tokens_to_separate(iv, first, d.numel())
+        if want is None:
+            continue
+        more = math.ceil(want / (d.numel() / first)) - first
+        d2, s2 = texts(g, more, mu)
+        both = paired_interval(torch.cat([d, d2]), torch.zeros(d.numel() + d2.numel(), dtype=torch.float64),
+                               units_of(torch.cat([seq, s2 + first])), 0.99)
+        made += 1
+        true += both.low > 0
+    return made, true
+
+
+def test_the_tokens_an_estimate_names_separate_as_often_as_it_says():
+    """Issue 18: the tokens ``needs`` named to separate a slot did not separate it on a SpecForge draft's held-out
+    text. The estimate before planned on the point where the interval's half-width meets the measured margin: a
+    coin flip if the margin were right, and, the first look being one that did not separate, it came true in 64%
+    here (0.3 mean log-prob, 8 prompts of 40-120 tokens). The predictive estimate (``intervals.POWER`` 0.8)
+    measured 84% (193 estimates; 0.75 is 3.5 sd below it)."""
+    made, true = estimate_comes_true(0.3)
+    assert made >= 100
+    assert true / made >= 0.75, (true, made)
