@@ -97,7 +97,8 @@ class SlotInference:
                     "its spread across prompts (to this draft they are nearly alike on such text)")
         return (f"about {want} scored tokens ({want / max(1, self.scored_tokens):.1f}x these, these among them) of "
                 "prompts like the draft's training data (the target's own chat-templated continuations) to name "
-                f"{what}, expected {POWER:.0%} of the time")
+                f"{what} (planned for a {POWER:.0%} chance; on a real draft's text such estimates came true less often, "
+                "docs/fingerprint.md)")
 
     def to_json(self) -> dict:
         iv = self.margin
