@@ -67,7 +67,7 @@ def sub_corpus(c, rows):
                   int(c.valid[rows].sum()))
 
 
-def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "vllm") -> dict:
+def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "vllm", ttt_steps: int | None = None) -> dict:
     from eagle_audit.accept.runtime import load_draft_model
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
@@ -86,7 +86,7 @@ def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "v
 
     def judge(c) -> dict:
         t0 = time.perf_counter()
-        inf = infer_wiring(target, spec, c, starts, declared.flags)
+        inf = infer_wiring(target, spec, c, starts, declared.flags, ttt_steps=ttt_steps)
         claims, findings, fix = compare(inf, spec, info, declared, trainer, served)
         slots = []
         for sl, t in zip(inf.slots, truth):
@@ -217,6 +217,11 @@ def main() -> int:
     ap.add_argument("--deadline", type=float, default=None, help="seconds: start no further fixture after this")
     ap.add_argument("--keep", default=None, help="folder: copy each SpecForge export (config + weights) there")
     ap.add_argument("--sf-batch", type=int, default=1, help="SpecForge training.batch_size (its default 1)")
+    ap.add_argument("--ttt-steps", type=int, default=None,
+                    help="training-time-test steps the fingerprint scores (default: the device's, 3 on CUDA, 1 on CPU)")
+    ap.add_argument("--evaluate", default=None, metavar="NAME=DIR",
+                    help="no training: fingerprint an existing draft of fixture NAME (its truth from NAME) saved in DIR, "
+                         "on the held-out prompts (re-judging a GPU-trained draft with changed code, on any device)")
     ap.add_argument("--text-only", action="store_true", help="generate the training text into --text-cache and stop")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke: few prompts, 1 epoch, eager attention")
     args = ap.parse_args()
@@ -263,6 +268,31 @@ def main() -> int:
                                           for t in trainer_prompts.composed(args.composed_prompts, taken))
     assert not set(train_texts) & set(eval_texts), "held-out prompts overlap the training prompts"
     tok = target.tokenizer
+    if args.evaluate:
+        name, ckpt = args.evaluate.split("=", 1)
+        from eagle_audit.fingerprint.run import prepare_corpus
+        from eagle_audit.states import State
+
+        ids_arg = ALL_WIRINGS[name]
+        trainer = name.split("-", 1)[0]
+        if trainer == "speculators":
+            truth = tuple(real_drafts.state_of_id(k) for k in sp.resolve_target_layer_ids(ids_arg, verifier))
+        else:  # SpecForge's ids (its default [1, N//2-1, N-4]), captured by SGLang 0.5.14 at id + 1 (specforge_drafts)
+            N = target.info.num_layers
+            truth = tuple(State(k + 1) for k in (ids_arg or [1, N // 2 - 1, N - 4]))
+        t1 = time.perf_counter()
+        corpus = prepare_corpus(target, encode(eval_texts, tok), args.eval_max_new)
+        log(f"held-out corpus: {len(eval_texts)} prompts ({time.perf_counter() - t1:.1f}s)")
+        ev = evaluate(target, ckpt, truth, corpus, args.group, SERVED_BY[trainer], args.ttt_steps)
+        w = ev["whole"]
+        log(f"{name} (evaluated, {ckpt}): held-out step-0 accuracy {w['truth_top1']:.3f}; fingerprint "
+            f"{[s['text'] for s in w['slots']]}; findings {w['findings']}; outcomes {ev['outcomes']}; "
+            f"false differs {ev['false_differs']}; coverage {ev['coverage']}")
+        Path(args.out).write_text(json.dumps({"args": vars(args), "truth": [s.label() for s in truth],
+                                              "evaluation": ev, "seconds": round(time.perf_counter() - t0, 1),
+                                              "machine": "cpu" if args.device == "cpu" else torch.cuda.get_device_name(),
+                                              "torch": torch.__version__}, indent=1, default=str))
+        return 0
     t1 = time.perf_counter()
     train_text = convs = None
     key = {"prompts": [p.messages for p in train_texts], "max_new": args.max_new, "samples": args.samples,
@@ -323,7 +353,8 @@ def main() -> int:
                 import shutil
 
                 shutil.copytree(rec["checkpoint"], Path(args.keep) / name, dirs_exist_ok=True)
-            rec["evaluation"] = evaluate(target, rec["checkpoint"], truth, corpus, args.group, SERVED_BY[trainer])
+            rec["evaluation"] = evaluate(target, rec["checkpoint"], truth, corpus, args.group, SERVED_BY[trainer],
+                                         args.ttt_steps)
             w = rec["evaluation"]["whole"]
             log(f"{name}: held-out step-0 accuracy {w['truth_top1']:.3f}; fingerprint "
                 f"{[s['text'] for s in w['slots']]}; errors {w['errors']}; outcomes {rec['evaluation']['outcomes']}; "

@@ -8,9 +8,15 @@ which nothing changed, is the per-slot table: slot i against every state, the ot
 
 Judgement (:func:`judge`): per slot, the paired difference between the best state and the runner-up,
 token by token, with a 99% cluster-robust interval whose units are the prompts (log-probability and top-1;
-:func:`~eagle_audit.fingerprint.intervals.paired_interval`). Every state whose
-log-probability interval against the best reaches 0 is not separated from it and is named with it
-("B15 or B16"); such a slot is ambiguous. The whole answer is withheld
+:func:`~eagle_audit.fingerprint.intervals.paired_interval`). A state is separated from the best only when
+both views of the same predictions put it below: its log-probability interval against the best clears 0
+*and* its top-1 agreement is lower. Every other state is named with the best ("B15 or B16"); such a slot is
+ambiguous. Why both: adjacent residual-stream states are nearly interchangeable to a draft, and on a
+speculators 0.9.0 draft trained on B15 (H200, held-out step-0 0.463) B16 scored a higher mean log-prob on
+4,724 held-out tokens (an honest interval: the population difference is real) while B15 agreed more often on
+top-1, the measure acceptance follows; log-prob alone named B16 and raised a false TRAINED_WIRING_DIFFERS.
+Assumption (stated): a state the draft agrees with at least as often on top-1 is never called wrong, however
+the log-probs differ. The whole answer is withheld
 (``REPRESENTATION_MISMATCH``) when the best wiring is poor or barely better than no target information.
 """
 
@@ -98,6 +104,14 @@ class SlotJudgement:
     uninformed: bool = False  # the best state is not separated from itself shuffled over positions: the draft does
     # not use what the slot carries, only its statistics (a state it was not trained on can then score best)
     use_margin: Interval | None = None  # best - best shuffled over positions
+    top1_kept: tuple[int, ...] = ()  # states below the best on log-prob (separated) but not on top-1: named with it
+
+
+def separated(logprob: Interval, top1_drop: float) -> bool:
+    """A state (or a whole wiring) is below the best: its mean log-prob interval against the best clears 0 *and*
+    its top-1 agreement is lower (``top1_drop`` = best - it, over every scored entry). A state the draft agrees
+    with at least as often is never excluded, however the log-probs differ (module doc)."""
+    return logprob.low > 0 and top1_drop > 0
 
 
 def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3) -> tuple[SlotJudgement, ...]:
@@ -118,11 +132,13 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
         if runner is None or m == 0:
             out.append(SlotJudgement(i, best[i], runner, None, None, (best[i],), False))
             continue
-        ivs = {j: paired_interval(top.logprob, scorer.score(best[:i] + (j,) + best[i + 1:]).logprob, units, level)
-               for j in order if j != best[i]}
+        scores = {j: scorer.score(best[:i] + (j,) + best[i + 1:]) for j in order if j != best[i]}
+        ivs = {j: paired_interval(top.logprob, sc.logprob, units, level) for j, sc in scores.items()}
         lp = ivs[runner]
-        t1 = paired_interval(top.hit, scorer.score(best[:i] + (runner,) + best[i + 1:]).hit, units, level)
-        close = [best[i]] + [j for j in order if j != best[i] and ivs[j].low <= 0]
+        t1 = paired_interval(top.hit, scores[runner].hit, units, level)
+        drop = {j: float(top.hit.mean() - sc.hit.mean()) for j, sc in scores.items()}
+        kept = tuple(j for j in order if j != best[i] and ivs[j].low > 0 and not separated(ivs[j], drop[j]))
+        close = [best[i]] + [j for j in order if j != best[i] and not separated(ivs[j], drop[j])]
         rest = [j for j in order if j != best[i]]
         nth = ivs[rest[max_named - 1]] if len(rest) >= max_named else None
         use = paired_interval(top.logprob, scorer.shuffled(best, i).logprob, units, level)
@@ -130,10 +146,16 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
             i, best[i], runner, lp, t1, tuple(close), len(close) > 1,
             tokens_to_separate(lp, G, m, level),
             tokens_to_separate(nth, G, m, level) if nth is not None else None,
-            ivs[order[-1]].low <= 0 if order[-1] != best[i] else False, use.low <= 0, use))
+            ivs[order[-1]].low <= 0 if order[-1] != best[i] else False, use.low <= 0, use, kept))
     return tuple(out)
 
 
 def joint_interval(scorer: Scorer, best: Wiring, other: Wiring, level: float = 0.99) -> Interval:
     """best - ``other``, both whole wirings, per token (the test of a claimed wiring that differs in several slots)."""
     return paired_interval(scorer.score(best).logprob, scorer.score(other).logprob, scorer.units, level)
+
+
+def top1_difference(scorer: Scorer, best: Wiring, other: Wiring) -> float:
+    """best - ``other`` in top-1 agreement over every scored entry (a wiring is below the best only when this and
+    the log-prob interval both are, as for a slot's states in :func:`judge`)."""
+    return float(scorer.score(best).hit.mean() - scorer.score(other).hit.mean())

@@ -3,6 +3,7 @@ wiring is judged, and the terminal rendering (values are text, never markup)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from io import StringIO
 
 from rich.console import Console
@@ -73,6 +74,33 @@ def test_a_claimed_state_not_searched_is_not_told():
     agrees, note = inf.verdict((State(4), State(19), State(0)))
     assert agrees is None and "not searched" in note and "slot 2 B0" in note
     assert inf.verdict((State(4), State(19), State(28)))[0] is True  # searched states keep their verdict
+
+def test_a_wiring_below_on_log_prob_but_not_on_top1_is_not_called_different():
+    """Issue 18, speculators 0.9.0 draft trained on [B2, B15, B27] (H200, held-out step-0 0.463): the declared
+    wiring scored -0.021 [-0.029, -0.013] mean log-prob against the best ([B0, B16, B27]) on 4,724 held-out
+    tokens, yet agreed on top-1 more often (0.4632 against 0.4598); judged on log-prob alone it was "differs"
+    and TRAINED_WIRING_DIFFERS told the user to make vLLM feed B16."""
+    declared = (State(2), State(19), State(26))  # slot 2 excludes B26: only the whole-wiring test can save it
+    iv = Interval(0.021, 0.013, 0.029)
+    assert inference({declared: iv}).verdict(declared)[0] is False  # no top-1 figure: log-prob decides, as before
+    inf = replace(inference({declared: iv}), joint_top1={declared: -0.0034})
+    agrees, note = inf.verdict(declared)
+    assert agrees is None and "agrees on top-1 at least as often (+0.003 against the best)" in note
+    lower = replace(inference({declared: iv}), joint_top1={declared: 0.01})  # below on both: differs
+    assert lower.verdict(declared)[0] is False
+
+
+def test_a_slot_state_is_separated_only_when_both_measures_put_it_below():
+    from eagle_audit.fingerprint.search import separated
+
+    below = Interval(0.021, 0.013, 0.029)
+    assert separated(below, 0.004) and not separated(below, 0.0) and not separated(below, -0.0034)
+    assert not separated(Interval(0.01, -0.002, 0.02), 0.05)  # the log-prob interval reaches 0
+    s = SlotInference(1, State(16), State(15), below, None, (State(16), State(15)), True, scored_tokens=4724,
+                      top1_kept=(State(15),))
+    assert s.text() == "B16 or B15" and s.admits(State(15)) and s.to_json()["top1_kept"] == ["B15"]
+    assert "agrees on top-1 at least as often" in s.needs() and "need not separate" in s.needs()
+
 
 def result(slots, claims=()):
     w = Wiring("x", "trainer", "-", "r", None, "boundaries", "-", (), tuple(sl.best for sl in slots))
