@@ -101,6 +101,8 @@ def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "v
                 "seconds": round(time.perf_counter() - t0, 1)}
 
     whole = judge(corpus)
+    print(f"  whole held-out set: {[s['text'] for s in whole['slots']]}; findings {whole['findings']}; "
+          f"fix {whole['fix']} ({whole['seconds']} s)", flush=True)
     draft = load_draft_model(spec, target, declared.flags)
     scorer = Scorer(draft, corpus)
     idx = {s: j for j, s in enumerate(corpus.candidates)}

@@ -50,7 +50,7 @@ from .defaults import MORE_PROMPTS, ttt_steps_for
 from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
 from .score import Corpus, Scorer, capture_corpus, merge_corpora
 from .intervals import Interval
-from .search import joint_interval, judge, search, separated, slot_table, top1_difference
+from .search import TOP1_EQUIVALENT, joint_interval, judge, search, separated, slot_table, top1_interval
 
 MIN_COVERAGE = 0.5  # the draft vocabulary must hold the target's next token at this share of positions ...
 MIN_TOP1 = 0.2  # ... some scored wiring's top-1 agreement must reach this ...
@@ -101,7 +101,7 @@ class Inference:
     search: dict
     reason: str  # why "none", else ""
     joint: Mapping[tuple[State, ...], Interval] = field(default_factory=dict)  # best - wiring, whole wirings scored
-    joint_top1: Mapping[tuple[State, ...], float] = field(default_factory=dict)  # best - wiring, top-1 agreement
+    joint_top1: Mapping[tuple[State, ...], Interval] = field(default_factory=dict)  # best - wiring, top-1 agreement
 
     @property
     def states(self) -> tuple[State, ...] | None:
@@ -137,10 +137,11 @@ class Inference:
                 return (not excluded), ""  # one slot off the best: the per-slot test is the test of the wiring
             return None, "not scored as a whole wiring"
         joint = f"whole wiring {-iv.mean:+.3f} [{-iv.high:+.3f}, {-iv.low:+.3f}] mean log-prob against the best"
-        top1 = self.joint_top1.get(states)
-        rejected = separated(iv, top1) if top1 is not None else iv.low > 0  # as a slot's states (search.judge)
+        t1 = self.joint_top1.get(states)
+        rejected = separated(iv, t1)  # as a slot's states (search.judge)
         if iv.low > 0 and not rejected:
-            joint += f", but it agrees on top-1 at least as often ({-top1:+.3f} against the best)"
+            joint += (f", but top-1 agreement {-t1.mean:+.3f} [{-t1.high:+.3f}, {-t1.low:+.3f}] is within "
+                      f"{TOP1_EQUIVALENT} of it (equivalent for acceptance)")
         if not rejected and not excluded:
             return True, ""
         if rejected and excluded:
@@ -280,7 +281,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     judged = judge(evidence, trace, max_named=MAX_NAMED)
     joint = {tuple(cands[j] for j in w): joint_interval(evidence, trace.best, w) for _, w, _ in trace.starts}
     joint[tuple(cands[j] for j in trace.best)] = joint_interval(evidence, trace.best, trace.best)
-    joint_top1 = {tuple(cands[j] for j in w): top1_difference(evidence, trace.best, w)
+    joint_top1 = {tuple(cands[j] for j in w): top1_interval(evidence, trace.best, w)
                   for w in [trace.best, *(w for _, w, _ in trace.starts)]}
     t5 = time.perf_counter()
     def beside(j) -> tuple[State, ...]:  # a named slot's unsearched neighbours (an undetermined one admits any)
@@ -293,7 +294,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                                 j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates),
                                 j.ambiguous or j.uninformed or bool(ns), len(j.candidates) > MAX_NAMED or j.uninformed,
                                 j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin,
-                                evidence.steps, unsearched=ns, top1_kept=tuple(cands[c] for c in j.top1_kept))
+                                evidence.steps, unsearched=ns, top1_equivalent=tuple(cands[c] for c in j.top1_equivalent))
                   for j in judged for ns in (beside(j),))
     # "no wiring makes the draft agree" is judged on the wiring that agrees best of all those scored (the starting
     # wirings, the log-prob pick and every one-slot change of it), not on the log-prob pick alone: a barely trained
@@ -313,8 +314,8 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                    "units": int(scorer.units.max()) + 1 if scorer.units.numel() else 0,
                    "ttt_steps": steps_info,
                    "interval": ("99% paired cluster-robust t interval, one unit per prompt (its continuation "
-                                "included); a state is separated when its log-prob interval clears 0 and its "
-                                "top-1 agreement is lower"),
+                                "included); a state is separated when its log-prob interval clears 0, unless its "
+                                f"top-1 agreement is within {TOP1_EQUIVALENT} of the best's (equivalent)"),
                    "seconds": {"search": round(t3 - t2, 2), "later_steps": round(t4 - t3, 2),
                                "judge": round(t5 - t4, 2)}}
     return Inference(tuple(cands[j] for j in trace.best), slots, confidence, top.top1,

@@ -8,16 +8,17 @@ which nothing changed, is the per-slot table: slot i against every state, the ot
 
 Judgement (:func:`judge`): per slot, the paired difference between the best state and the runner-up,
 token by token, with a 99% cluster-robust interval whose units are the prompts (log-probability and top-1;
-:func:`~eagle_audit.fingerprint.intervals.paired_interval`). A state is separated from the best only when
-both views of the same predictions put it below: its log-probability interval against the best clears 0
-*and* its top-1 agreement is lower. Every other state is named with the best ("B15 or B16"); such a slot is
-ambiguous. Why both: adjacent residual-stream states are nearly interchangeable to a draft, and on a
-speculators 0.9.0 draft trained on B15 (H200, held-out step-0 0.463) B16 scored a higher mean log-prob on
-4,724 held-out tokens (an honest interval: the population difference is real) while B15 agreed more often on
-top-1, the measure acceptance follows; log-prob alone named B16 and raised a false TRAINED_WIRING_DIFFERS.
-Assumption (stated): a state the draft agrees with at least as often on top-1 is never called wrong, however
-the log-probs differ. The whole answer is withheld
-(``REPRESENTATION_MISMATCH``) when the best wiring is poor or barely better than no target information.
+:func:`~eagle_audit.fingerprint.intervals.paired_interval`). A state is separated from the best when its log-probability interval against the best clears 0, unless
+the draft agrees with it on top-1 as often, within ``TOP1_EQUIVALENT`` (one point) at the same level: then
+the two are equivalent for what acceptance reads and the state is named with the best. Every state not
+separated is named with the best ("B15 or B16"); such a slot is ambiguous. Why the equivalence: adjacent
+residual-stream states are nearly interchangeable to a draft, and on a speculators 0.9.0 draft trained on B15
+(H200, held-out step-0 0.463) B16 scored a higher mean log-prob on 4,653 held-out tokens x 3 steps
+(+0.0076 [+0.0024, +0.0128]: an honest interval, the difference is real, so more text would not remove it)
+while top-1 agreement was within [-0.002, +0.007] of it; log-prob alone named B16 and raised a false
+LAYER_OFFSET and TRAINED_WIRING_DIFFERS. Assumption (stated): a state the draft agrees with within one point
+of top-1 (99%) is never called wrong: an engine feeding it instead would change the first draft token's
+acceptance by under a point. The price: an off-by-one that costs under a point of top-1 is not reported.
 """
 
 from __future__ import annotations
@@ -104,14 +105,21 @@ class SlotJudgement:
     uninformed: bool = False  # the best state is not separated from itself shuffled over positions: the draft does
     # not use what the slot carries, only its statistics (a state it was not trained on can then score best)
     use_margin: Interval | None = None  # best - best shuffled over positions
-    top1_kept: tuple[int, ...] = ()  # states below the best on log-prob (separated) but not on top-1: named with it
+    top1_equivalent: tuple[int, ...] = ()  # below the best on log-prob, within TOP1_EQUIVALENT on top-1: named with it
 
 
-def separated(logprob: Interval, top1_drop: float) -> bool:
-    """A state (or a whole wiring) is below the best: its mean log-prob interval against the best clears 0 *and*
-    its top-1 agreement is lower (``top1_drop`` = best - it, over every scored entry). A state the draft agrees
-    with at least as often is never excluded, however the log-probs differ (module doc)."""
-    return logprob.low > 0 and top1_drop > 0
+TOP1_EQUIVALENT = 0.01  # top-1 agreement: a state within this of the best (99% interval) is equivalent to it
+
+
+def equivalent(top1: Interval | None) -> bool:
+    """The top-1 agreement difference (best - a state) lies within +-``TOP1_EQUIVALENT`` at the interval's level."""
+    return top1 is not None and -TOP1_EQUIVALENT < top1.low and top1.high < TOP1_EQUIVALENT
+
+
+def separated(logprob: Interval, top1: Interval | None) -> bool:
+    """A state (or a whole wiring) is below the best: its mean log-prob interval against the best clears 0, and
+    the draft does not agree with it on top-1 within ``TOP1_EQUIVALENT`` (module doc)."""
+    return logprob.low > 0 and not equivalent(top1)
 
 
 def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3) -> tuple[SlotJudgement, ...]:
@@ -135,10 +143,10 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
         scores = {j: scorer.score(best[:i] + (j,) + best[i + 1:]) for j in order if j != best[i]}
         ivs = {j: paired_interval(top.logprob, sc.logprob, units, level) for j, sc in scores.items()}
         lp = ivs[runner]
-        t1 = paired_interval(top.hit, scores[runner].hit, units, level)
-        drop = {j: float(top.hit.mean() - sc.hit.mean()) for j, sc in scores.items()}
-        kept = tuple(j for j in order if j != best[i] and ivs[j].low > 0 and not separated(ivs[j], drop[j]))
-        close = [best[i]] + [j for j in order if j != best[i] and not separated(ivs[j], drop[j])]
+        hits = {j: paired_interval(top.hit, sc.hit, units, level) for j, sc in scores.items()}
+        t1 = hits[runner]
+        same = tuple(j for j in order if j != best[i] and ivs[j].low > 0 and equivalent(hits[j]))
+        close = [best[i]] + [j for j in order if j != best[i] and not separated(ivs[j], hits[j])]
         rest = [j for j in order if j != best[i]]
         nth = ivs[rest[max_named - 1]] if len(rest) >= max_named else None
         use = paired_interval(top.logprob, scorer.shuffled(best, i).logprob, units, level)
@@ -146,7 +154,7 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
             i, best[i], runner, lp, t1, tuple(close), len(close) > 1,
             tokens_to_separate(lp, G, m, level),
             tokens_to_separate(nth, G, m, level) if nth is not None else None,
-            ivs[order[-1]].low <= 0 if order[-1] != best[i] else False, use.low <= 0, use, kept))
+            ivs[order[-1]].low <= 0 if order[-1] != best[i] else False, use.low <= 0, use, same))
     return tuple(out)
 
 
@@ -155,7 +163,7 @@ def joint_interval(scorer: Scorer, best: Wiring, other: Wiring, level: float = 0
     return paired_interval(scorer.score(best).logprob, scorer.score(other).logprob, scorer.units, level)
 
 
-def top1_difference(scorer: Scorer, best: Wiring, other: Wiring) -> float:
-    """best - ``other`` in top-1 agreement over every scored entry (a wiring is below the best only when this and
-    the log-prob interval both are, as for a slot's states in :func:`judge`)."""
-    return float(scorer.score(best).hit.mean() - scorer.score(other).hit.mean())
+def top1_interval(scorer: Scorer, best: Wiring, other: Wiring, level: float = 0.99) -> Interval:
+    """best - ``other`` in top-1 agreement over every scored entry (a wiring is below the best only when
+    :func:`separated`, as a slot's states in :func:`judge`)."""
+    return paired_interval(scorer.score(best).hit, scorer.score(other).hit, scorer.units, level)
