@@ -41,7 +41,7 @@ class SlotInference:
     # information (undetermined, whatever the list)
     use_margin: Interval | None = None  # best - best shuffled over positions (mean log-prob)
     steps: int = 1  # training-time-test steps the judgement scored per position (1: the first draft token only)
-    top1_equivalent: tuple[State, ...] = ()  # below the best on log-prob, within a point of it on top-1: named with it
+    equivalent: tuple[State, ...] = ()  # below the best on log-prob, but within the tolerances (search.equivalent)
     unsearched: tuple[State, ...] = ()  # states the search never had (its source does not give them) next to a named
     # state (fingerprint.run.unsearched_neighbours): admitted as possibilities, never scored; the slot is then ambiguous
 
@@ -91,11 +91,11 @@ class SlotInference:
         if self.unused:
             return ("nothing on text like this: not even the worst state is separated from the best, the draft "
                     "does not use this slot here")
-        if self.top1_equivalent and not self.undetermined:
-            same = " or ".join(s.label() for s in self.top1_equivalent)
-            return (f"{same} scores a lower log-prob than {self.best.label()} on {on}, but the draft agrees with it on "
-                    "top-1 within a point (99%): equivalent for acceptance, and more text of this kind would not "
-                    "separate what the draft itself barely tells apart (adjacent states are nearly interchangeable)")
+        if self.equivalent and not self.undetermined:
+            same = " or ".join(s.label() for s in self.equivalent)
+            return (f"{same} scores a lower log-prob than {self.best.label()} on {on}, but within 0.02 per token and a "
+                    "point of top-1 (99%): equivalent to the draft, so more text of this kind would not tell them "
+                    "apart (adjacent states are nearly interchangeable)")
         want = self.name_tokens if self.undetermined else self.separate_tokens
         what = f"at most {MAX_NAMED} states" if self.undetermined else "one state"
         if want is None:
@@ -117,7 +117,7 @@ class SlotInference:
                 "candidates": [s.label() for s in self.candidates], "text": self.text(),
                 "separate_tokens": self.separate_tokens, "name_tokens": self.name_tokens, "unused": self.unused,
                 "uninformed": self.uninformed, "steps": self.steps, "unsearched": [s.label() for s in self.unsearched],
-                "top1_equivalent": [s.label() for s in self.top1_equivalent],
+                "equivalent": [s.label() for s in self.equivalent],
                 "use_margin": [self.use_margin.mean, self.use_margin.low, self.use_margin.high] if self.use_margin else None,
                 "needs": self.needs()}
 

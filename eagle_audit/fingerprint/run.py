@@ -50,7 +50,7 @@ from .defaults import MORE_PROMPTS, ttt_steps_for
 from .result import MAX_NAMED, Agreement, Claim, FingerprintResult, SlotInference
 from .score import Corpus, Scorer, capture_corpus, merge_corpora
 from .intervals import Interval
-from .search import TOP1_EQUIVALENT, joint_interval, judge, search, separated, slot_table, top1_interval
+from .search import LOGPROB_EQUIVALENT, TOP1_EQUIVALENT, joint_interval, judge, search, separated, slot_table, top1_interval
 
 MIN_COVERAGE = 0.5  # the draft vocabulary must hold the target's next token at this share of positions ...
 MIN_TOP1 = 0.2  # ... some scored wiring's top-1 agreement must reach this ...
@@ -140,8 +140,8 @@ class Inference:
         t1 = self.joint_top1.get(states)
         rejected = separated(iv, t1)  # as a slot's states (search.judge)
         if iv.low > 0 and not rejected:
-            joint += (f", but top-1 agreement {-t1.mean:+.3f} [{-t1.high:+.3f}, {-t1.low:+.3f}] is within "
-                      f"{TOP1_EQUIVALENT} of it (equivalent for acceptance)")
+            joint += (f", but within the tolerances of equivalence (top-1 {-t1.mean:+.3f} [{-t1.high:+.3f}, "
+                      f"{-t1.low:+.3f}]; search.equivalent)")
         if not rejected and not excluded:
             return True, ""
         if rejected and excluded:
@@ -294,7 +294,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                                 j.logprob_margin, j.top1_margin, tuple(cands[c] for c in j.candidates),
                                 j.ambiguous or j.uninformed or bool(ns), len(j.candidates) > MAX_NAMED or j.uninformed,
                                 j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin,
-                                evidence.steps, unsearched=ns, top1_equivalent=tuple(cands[c] for c in j.top1_equivalent))
+                                evidence.steps, unsearched=ns, equivalent=tuple(cands[c] for c in j.equivalent))
                   for j in judged for ns in (beside(j),))
     # "no wiring makes the draft agree" is judged on the wiring that agrees best of all those scored (the starting
     # wirings, the log-prob pick and every one-slot change of it), not on the log-prob pick alone: a barely trained
@@ -314,8 +314,9 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                    "units": int(scorer.units.max()) + 1 if scorer.units.numel() else 0,
                    "ttt_steps": steps_info,
                    "interval": ("99% paired cluster-robust t interval, one unit per prompt (its continuation "
-                                "included); a state is separated when its log-prob interval clears 0, unless its "
-                                f"top-1 agreement is within {TOP1_EQUIVALENT} of the best's (equivalent)"),
+                                "included); a state is separated when its log-prob interval clears 0, unless both "
+                                f"differences lie within +-{LOGPROB_EQUIVALENT} log-prob and +-{TOP1_EQUIVALENT} "
+                                "top-1 (equivalent)"),
                    "seconds": {"search": round(t3 - t2, 2), "later_steps": round(t4 - t3, 2),
                                "judge": round(t5 - t4, 2)}}
     return Inference(tuple(cands[j] for j in trace.best), slots, confidence, top.top1,

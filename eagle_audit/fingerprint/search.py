@@ -9,16 +9,16 @@ which nothing changed, is the per-slot table: slot i against every state, the ot
 Judgement (:func:`judge`): per slot, the paired difference between the best state and the runner-up,
 token by token, with a 99% cluster-robust interval whose units are the prompts (log-probability and top-1;
 :func:`~eagle_audit.fingerprint.intervals.paired_interval`). A state is separated from the best when its log-probability interval against the best clears 0, unless
-the draft agrees with it on top-1 as often, within ``TOP1_EQUIVALENT`` (one point) at the same level: then
-the two are equivalent for what acceptance reads and the state is named with the best. Every state not
-separated is named with the best ("B15 or B16"); such a slot is ambiguous. Why the equivalence: adjacent
-residual-stream states are nearly interchangeable to a draft, and on a speculators 0.9.0 draft trained on B15
-(H200, held-out step-0 0.463) B16 scored a higher mean log-prob on 4,653 held-out tokens x 3 steps
-(+0.0076 [+0.0024, +0.0128]: an honest interval, the difference is real, so more text would not remove it)
-while top-1 agreement was within [-0.002, +0.007] of it; log-prob alone named B16 and raised a false
-LAYER_OFFSET and TRAINED_WIRING_DIFFERS. Assumption (stated): a state the draft agrees with within one point
-of top-1 (99%) is never called wrong: an engine feeding it instead would change the first draft token's
-acceptance by under a point. The price: an off-by-one that costs under a point of top-1 is not reported.
+the two are *equivalent*: both differences lie, at the same level, within a tolerance that is immaterial to
+drafting (``LOGPROB_EQUIVALENT`` 0.02 mean log-prob per token, ``TOP1_EQUIVALENT`` one point of top-1
+agreement); then the state is named with the best. Every state not separated is named with the best
+("B15 or B16"); such a slot is ambiguous. Why the equivalence: adjacent residual-stream states are nearly
+interchangeable to a draft, and on a speculators 0.9.0 draft trained on B15 (H200, held-out step-0 0.463) B16
+scored a higher mean log-prob on 4,653 held-out tokens x 3 steps (+0.0076 [+0.0024, +0.0128]: an honest
+interval, the difference is real, so more text would not remove it) with top-1 within [-0.002, +0.007] of
+it; significance alone named B16 and raised a false LAYER_OFFSET and TRAINED_WIRING_DIFFERS. Assumption
+(stated): a state within both tolerances is never called wrong; the price is that an off-by-one costing the
+draft less than that is not reported.
 """
 
 from __future__ import annotations
@@ -105,21 +105,25 @@ class SlotJudgement:
     uninformed: bool = False  # the best state is not separated from itself shuffled over positions: the draft does
     # not use what the slot carries, only its statistics (a state it was not trained on can then score best)
     use_margin: Interval | None = None  # best - best shuffled over positions
-    top1_equivalent: tuple[int, ...] = ()  # below the best on log-prob, within TOP1_EQUIVALENT on top-1: named with it
+    equivalent: tuple[int, ...] = ()  # below the best on log-prob but within the tolerances (equivalent): named with it
 
 
-TOP1_EQUIVALENT = 0.01  # top-1 agreement: a state within this of the best (99% interval) is equivalent to it
+TOP1_EQUIVALENT = 0.01  # top-1 agreement, best - state: within this (99% interval) is immaterial to acceptance
+LOGPROB_EQUIVALENT = 0.02  # mean log-prob per token, best - state: within this (99%) the token's probability moves
+# by under 2%
 
 
-def equivalent(top1: Interval | None) -> bool:
-    """The top-1 agreement difference (best - a state) lies within +-``TOP1_EQUIVALENT`` at the interval's level."""
-    return top1 is not None and -TOP1_EQUIVALENT < top1.low and top1.high < TOP1_EQUIVALENT
+def equivalent(logprob: Interval, top1: Interval | None) -> bool:
+    """The draft cannot practically tell the two apart: both differences (best - a state) lie, at the intervals'
+    level, within +-``LOGPROB_EQUIVALENT`` mean log-prob and +-``TOP1_EQUIVALENT`` top-1 agreement."""
+    return (top1 is not None and -LOGPROB_EQUIVALENT < logprob.low and logprob.high < LOGPROB_EQUIVALENT
+            and -TOP1_EQUIVALENT < top1.low and top1.high < TOP1_EQUIVALENT)
 
 
 def separated(logprob: Interval, top1: Interval | None) -> bool:
     """A state (or a whole wiring) is below the best: its mean log-prob interval against the best clears 0, and
-    the draft does not agree with it on top-1 within ``TOP1_EQUIVALENT`` (module doc)."""
-    return logprob.low > 0 and not equivalent(top1)
+    the two are not :func:`equivalent` (module doc)."""
+    return logprob.low > 0 and not equivalent(logprob, top1)
 
 
 def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3) -> tuple[SlotJudgement, ...]:
@@ -145,7 +149,7 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
         lp = ivs[runner]
         hits = {j: paired_interval(top.hit, sc.hit, units, level) for j, sc in scores.items()}
         t1 = hits[runner]
-        same = tuple(j for j in order if j != best[i] and ivs[j].low > 0 and equivalent(hits[j]))
+        same = tuple(j for j in order if j != best[i] and ivs[j].low > 0 and equivalent(ivs[j], hits[j]))
         close = [best[i]] + [j for j in order if j != best[i] and not separated(ivs[j], hits[j])]
         rest = [j for j in order if j != best[i]]
         nth = ivs[rest[max_named - 1]] if len(rest) >= max_named else None
