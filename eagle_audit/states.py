@@ -64,6 +64,14 @@ def all_states(num_layers: int) -> tuple[State, ...]:
     return tuple(State(k) for k in range(num_layers + 1)) + (final_normed(num_layers),)
 
 
+def adjacent(a: State, b: State) -> bool:
+    """Next to each other on the residual stream: one boundary apart (one layer's update between them), or the
+    last boundary and the post-norm state of the same target (the final norm between them)."""
+    if a.normed or b.normed:
+        return a.boundary == b.boundary and a.normed != b.normed
+    return abs(a.boundary - b.boundary) == 1
+
+
 def parse_states(text: str, num_layers: int | None, what: str = TRAINED_BOUNDARIES) -> tuple[State, ...]:
     """Parse ``"0,3,31"`` into states. ``N`` stands for the last boundary and ``final`` (or ``N+norm``)
     for the post-norm state; both need ``num_layers``."""

@@ -82,7 +82,9 @@ def test_compare_finds_the_declared_wiring_wrong_and_fixes_the_engine(fp_canarie
     codes = [f.code for f in findings]
     assert "TRAINED_WIRING_DIFFERS" in codes
     differs = findings[codes.index("TRAINED_WIRING_DIFFERS")]
-    assert "B2, B15, B27" in differs.what and "[B0, B3, " in differs.what
+    # slot 1 is B3, or B3 with its neighbour B4 where the two are equivalent to the draft (search.equivalent: on
+    # this text B4 is +0.0065 [+0.0026, +0.0103] mean log-prob below B3, top-1 within [-0.005, +0.010])
+    assert "B2, B15, B27" in differs.what and ("[B0, B3, " in differs.what or "[B0, B3 or B4, " in differs.what)
     assert "EMBEDDING_COMPOSITION" in codes
     assert fix is not None and fix.possible and fix.resolved == inf.best
     assert claims[0].agrees is False
