@@ -161,11 +161,6 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
         rest = [j for j in order if j != best[i]]
         nth = ivs[rest[max_named - 1]] if len(rest) >= max_named else None
         use = paired_interval(top.logprob, scorer.shuffled(best, i).logprob, units, level)
-        import os as _os
-        if _os.environ.get("EA_DEBUG_JUDGE"):
-            print(f"JUDGE slot {i} best {best[i]} use {use.mean:.4f} [{use.low:.4f},{use.high:.4f}] " + " ".join(
-                f"{j}:lp{ivs[j].mean:.4f}[{ivs[j].low:.4f},{ivs[j].high:.4f}]t1[{hits[j].low:.4f},{hits[j].high:.4f}]"
-                for j in order[:6] if j != best[i]), flush=True)
         out.append(SlotJudgement(
             i, best[i], runner, lp, t1, tuple(close), len(close) > 1,
             tokens_to_separate(lp, G, m, level),
