@@ -133,9 +133,9 @@ def separated(logprob: Interval, top1: Interval | None) -> bool:
 
 def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3) -> tuple[SlotJudgement, ...]:
     """Per slot: runner-up, paired cluster-robust margins (at ``level``, :func:`paired_interval`), and the
-    states not separated from the best: those whose log-prob interval against it reaches 0. Log-prob, the
-    search objective, decides; the top-1 margin is evidence beside it (a thresholded, noisier view of the
-    same predictions). With each slot: the tokens at which its runner-up, and its ``max_named + 1``-th
+    states not separated from the best: those whose log-prob interval against it reaches 0, and the best's
+    neighbours :func:`equivalent` to it (``SlotJudgement.equivalent``). Log-prob, the search objective, decides
+    otherwise; the top-1 margin is evidence beside it (a thresholded, noisier view of the same predictions). With each slot: the tokens at which its runner-up, and its ``max_named + 1``-th
     state, would be separated, and whether the draft uses it at all on this text."""
     best = trace.best
     cands = scorer.corpus.candidates
