@@ -288,6 +288,15 @@ def calibrate(full: Table, sizes_prompts: list[int], reps: int, level: float = 0
     return out
 
 
+def calibrate_into(rec: dict, table, args) -> None:
+    """``--calibrate`` on ``table``, into ``rec`` and ``--out``."""
+    t3 = time.perf_counter()
+    rec["calibration"] = calibrate(table, [int(x) for x in args.calibrate_sizes.split(",")], args.calibrate)
+    rec["calibration_seconds"] = round(time.perf_counter() - t3, 1)
+    log(f"calibration: {json.dumps(rec['calibration'])}")
+    Path(args.out).write_text(json.dumps(rec, indent=1, default=str))
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--draft", default=str(ROOT / ".dev" / "specforge-default" / "draft"))
@@ -382,11 +391,7 @@ def main() -> int:
             table.save(args.table)
         rec = json.loads(Path(args.out).read_text()) if Path(args.out).is_file() else rec
         rec["table"] = {"at": args.table_at, "prompts": max(sizes), "seconds": round(time.perf_counter() - t2, 1)}
-        t3 = time.perf_counter()
-        rec["calibration"] = calibrate(table, [int(x) for x in args.calibrate_sizes.split(",")], args.calibrate)
-        rec["calibration_seconds"] = round(time.perf_counter() - t3, 1)
-        log(f"calibration: {json.dumps(rec['calibration'])}")
-        Path(args.out).write_text(json.dumps(rec, indent=1, default=str))
+        calibrate_into(rec, table, args)
         return 0
     for n in sizes:
         t2 = time.perf_counter()
@@ -417,12 +422,7 @@ def main() -> int:
         if n == max(sizes) and args.table:
             Table.of(scorer, tuple(idx[s] for s in inf.best)).save(args.table)
         if n == max(sizes) and args.calibrate:
-            table = Table.of(scorer, tuple(idx[s] for s in inf.best))
-            t3 = time.perf_counter()
-            rec["calibration"] = calibrate(table, [int(x) for x in args.calibrate_sizes.split(",")], args.calibrate)
-            rec["calibration_seconds"] = round(time.perf_counter() - t3, 1)
-            log(f"calibration: {json.dumps(rec['calibration'])}")
-            Path(args.out).write_text(json.dumps(rec, indent=1, default=str))
+            calibrate_into(rec, Table.of(scorer, tuple(idx[s] for s in inf.best)), args)
     return 0
 
 
