@@ -273,15 +273,18 @@ def main() -> int:
     if args.evaluate:
         name, ckpt = args.evaluate.split("=", 1)
         from eagle_audit.fingerprint.run import prepare_corpus
-        from eagle_audit.states import State
 
         ids_arg = ALL_WIRINGS[name]
         trainer = name.split("-", 1)[0]
         if trainer == "speculators":
             truth = tuple(real_drafts.state_of_id(k) for k in sp.resolve_target_layer_ids(ids_arg, verifier))
-        else:  # SpecForge's ids (its default [1, N//2-1, N-4]), captured by SGLang 0.5.14 at id + 1 (specforge_drafts)
-            N = target.info.num_layers
-            truth = tuple(State(k + 1) for k in (ids_arg or [1, N // 2 - 1, N - 4]))
+        else:  # SpecForge's own config and capture plan for the fixture's ids, through SGLang 0.5.14's setter
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                _, _, capture = specforge_drafts.capture_plan(sf, target, verifier, Path(tmp), ids_arg,
+                                                              args.draft_vocab)
+                truth = tuple(capture._backend.states)
         t1 = time.perf_counter()
         corpus = prepare_corpus(target, encode(eval_texts, tok), args.eval_max_new)
         log(f"held-out corpus: {len(eval_texts)} prompts ({time.perf_counter() - t1:.1f}s)")

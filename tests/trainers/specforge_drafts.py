@@ -234,14 +234,8 @@ def prepare(sf, target, target_dir: str, convs, out: Path, ids, *, draft_vocab: 
     ``eval_hidden_states/`` (a seeded ``val_share`` of the conversations, SpecForge's own evaluation reads
     it). Returns the plan and paths."""
     out.mkdir(parents=True, exist_ok=True)
-    dc_path = draft_config_file(sf, target_dir, out, ids, draft_vocab)
     feats, evals = out / "hidden_states", out / "eval_hidden_states"
-    cfg = sf.Config(model={"target_model_path": target_dir, "draft_model_config": str(dc_path)},
-                    data={"hidden_states_path": str(feats), "max_length": max_length},
-                    training={"strategy": "eagle3"})
-    from transformers import AutoConfig
-
-    plan = sf.resolve_offline_capture(cfg, target_config=AutoConfig.from_pretrained(target_dir))
+    dc_path, plan, capture = capture_plan(sf, target, target_dir, out, ids, draft_vocab, max_length)
     template = sf.templates.get(CHAT_TEMPLATE)
     # tools: one (empty) list per conversation, as the script's dataset map passes them (its default [[]]
     # zips to the first conversation only)
@@ -255,8 +249,6 @@ def prepare(sf, target, target_dir: str, convs, out: Path, ids, *, draft_vocab: 
     mapping = sf.generate_vocab_mapping_file(cols, target_vocab_size=target.info.vocab_size,
                                              draft_vocab_size=draft_vocab, cache_dir=str(out / "vocab_mapping"),
                                              cache_key="vocab_mapping")
-    capture = sf.OfflineSGLangCapture(HooksBackend(target, sf.sglang_setter))
-    capture.set_capture_layers(list(plan.capture_layers), capture_method=plan.capture_method)
     states = capture._backend.states
     t0 = time.perf_counter()
     group = 2000
@@ -277,6 +269,22 @@ def prepare(sf, target, target_dir: str, convs, out: Path, ids, *, draft_vocab: 
             "vocab_mapping": mapping, "capture_ids": list(plan.capture_layers), "states": [s.label() for s in states],
             "sequences": n, "train_sequences": len(train_rows),
             "train_tokens": int(sum(int(data["loss_mask"][i].sum()) for i in train_rows))}
+
+
+def capture_plan(sf, target, target_dir: str, out: Path, ids, draft_vocab: int, max_length: int = 2048):
+    """SpecForge's own draft config (:func:`draft_config_file`) and capture plan (``resolve_offline_capture``) for
+    ``ids`` (None: its default), and the capture set up as its script sets it (SGLang 0.5.14's setter through
+    :class:`HooksBackend`, whose ``states`` are what SGLang captures). Returns (config path, plan, capture)."""
+    from transformers import AutoConfig
+
+    dc_path = draft_config_file(sf, target_dir, out, ids, draft_vocab)
+    cfg = sf.Config(model={"target_model_path": target_dir, "draft_model_config": str(dc_path)},
+                    data={"hidden_states_path": str(out / "hidden_states"), "max_length": max_length},
+                    training={"strategy": "eagle3"})
+    plan = sf.resolve_offline_capture(cfg, target_config=AutoConfig.from_pretrained(target_dir))
+    capture = sf.OfflineSGLangCapture(HooksBackend(target, sf.sglang_setter))
+    capture.set_capture_layers(list(plan.capture_layers), capture_method=plan.capture_method)
+    return dc_path, plan, capture
 
 
 def target_view(target_dir: str, out: Path) -> str:
