@@ -227,6 +227,10 @@ def main() -> int:
     ap.add_argument("--text-only", action="store_true", help="generate the training text into --text-cache and stop")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke: few prompts, 1 epoch, eager attention")
     args = ap.parse_args()
+    if args.evaluate and ("=" not in args.evaluate or args.evaluate.split("=", 1)[0] not in ALL_WIRINGS):
+        ap.error(f"--evaluate {args.evaluate}: expected NAME=DIR with NAME one of {', '.join(ALL_WIRINGS)}")
+    if args.evaluate and not (Path(args.evaluate.split("=", 1)[1]) / "config.json").is_file():
+        ap.error(f"--evaluate {args.evaluate}: no config.json in that draft directory")
     if args.tiny:
         args.train_prompts, args.eval_prompts, args.samples, args.max_new, args.eval_max_new = 6, 4, 1, 24, 16
         args.epochs, args.group, args.attn, args.total_seq_len, args.draft_vocab = 1, 2, "eager", 256, 2048
