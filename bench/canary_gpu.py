@@ -36,7 +36,7 @@ from pathlib import Path
 import torch
 
 from eagle_audit.accept.canary import CanaryOptions, make_data, train_canary
-from eagle_audit.accept.runtime import flags_from_config, load_draft_model
+from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
 from eagle_audit.accept.simulate import capture_cases, make_cases, simulate
 from eagle_audit.draft.read import read_draft
 from eagle_audit.prompts import encode, load_prompts

@@ -109,7 +109,7 @@ def coverage(scorer, truth_idx, cands, group: int) -> tuple[int, int]:
 
 
 def judge_draft(target, ddir, truth, corpus, steps: int, group: int) -> dict:
-    from eagle_audit.accept.runtime import load_draft_model
+    from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import infer_wiring, starting_points

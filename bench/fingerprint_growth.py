@@ -381,7 +381,7 @@ def main() -> int:
     idx = {s: j for j, s in enumerate(cands)}
     tw = tuple(idx[s] for s in truth)
     if args.table_at:
-        from eagle_audit.accept.runtime import load_draft_model
+        from eagle_audit.runtime.eagle3 import load_draft_model
         from eagle_audit.fingerprint.score import Scorer
 
         t2 = time.perf_counter()

@@ -99,7 +99,8 @@ def audit(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
     import torch
 
     import eagle_audit.api as api
-    from eagle_audit.served.launch import TargetShape, sglang_reference
+    from eagle_audit.engines.launch import TargetShape
+    from eagle_audit.engines.sglang.launch import sglang_reference
     from eagle_audit.states import State
     from eagle_audit.target import target_info
     from sglang_engine import EngineRun
@@ -166,8 +167,8 @@ def devmap(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
     import torch
 
     from eagle_audit import api
-    from eagle_audit.served import sglang_reference
-    from eagle_audit.served.launch import TargetShape
+    from eagle_audit.engines.sglang.launch import sglang_reference
+    from eagle_audit.engines.launch import TargetShape
     from eagle_audit.states import State
     from eagle_audit.target import target_info
     from sglang_engine import EngineRun

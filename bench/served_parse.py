@@ -4,7 +4,7 @@ A ``/generate`` reply of a Llama-3.1-8B-shaped capture (hidden 4096, 3 slots: 12
 values as SGLang's ``.tolist()`` then orjson write them (shortest round-trip decimal), written to a file;
 each reader runs in a fresh process that reads the file in 1 MiB pieces (as the socket delivers them):
 ``json`` joins the pieces and calls ``json.loads`` (what a client that keeps the body does), ``stream`` feeds
-:class:`eagle_audit.served.stream.StatesReader`. Wall time and peak RSS (``ru_maxrss``, dominated by the interpreter's
+:class:`eagle_audit.engines.sglang.stream.StatesReader`. Wall time and peak RSS (``ru_maxrss``, dominated by the interpreter's
 imports) of each, and in separate runs the peak of memory allocated while parsing (``tracemalloc``: Python
 objects and numpy buffers), which is what "bounded by one request" is about.
 
@@ -48,7 +48,7 @@ def run(mode: str, path: Path, tokens: int) -> dict:
     if traced:  # Python objects and numpy buffers (numpy reports its allocations to tracemalloc)
         import numpy  # noqa: F401 - imported before tracing starts, as the stream reader needs it
 
-        from eagle_audit.served import stream  # noqa: F401
+        from eagle_audit.engines.sglang import stream
 
         tracemalloc.start()
     t0 = time.perf_counter()
@@ -62,7 +62,7 @@ def run(mode: str, path: Path, tokens: int) -> dict:
             obj = json.loads(body)
             n = len(obj["meta_info"]["hidden_states"][0])
         else:
-            from eagle_audit.served.stream import StatesReader
+            from eagle_audit.engines.sglang.stream import StatesReader
 
             r = StatesReader(tokens, K * H)
             while chunk := f.read(1 << 20):
@@ -90,7 +90,7 @@ def main() -> None:
         make(path, a.tokens)
         size = path.stat().st_size
         # a baseline process: the interpreter with numpy and eagle_audit.served imported, no reply
-        base = subprocess.run([sys.executable, "-c", "import resource, numpy, eagle_audit.served.stream; "
+        base = subprocess.run([sys.executable, "-c", "import resource, numpy, eagle_audit.engines.sglang.stream; "
                                "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"],
                               capture_output=True, text=True, check=True, env=os.environ)
         out = {"tokens": a.tokens, "floats_per_token": K * H, "reply_mb": size / 2**20,

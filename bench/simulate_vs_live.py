@@ -15,7 +15,7 @@ import time
 import torch
 
 from eagle_audit.accept.live import run_live
-from eagle_audit.accept.runtime import flags_from_config, load_draft_model
+from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
 from eagle_audit.accept.simulate import capture_cases, make_cases, simulate
 from eagle_audit.draft.read import read_draft
 from eagle_audit.prompts import encode, load_prompts

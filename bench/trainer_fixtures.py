@@ -68,7 +68,7 @@ def sub_corpus(c, rows):
 
 
 def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "vllm", ttt_steps: int | None = None) -> dict:
-    from eagle_audit.accept.runtime import load_draft_model
+    from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.run import compare, infer_wiring, starting_points

@@ -12,8 +12,9 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parent.parent / "eagle_audit"
 #: docs/layout.md's order, from the ground up: a module imports only from its own floor or below ...
 FLOORS = (("errors", "cache", "threads"), ("states", "expr", "jsonfile", "target", "outputs", "demo"),
-          ("conventions", "capture", "prompts"), ("source", "draft", "probe"), ("resolution", "provenance"),
-          ("inputs",), ("accept",), ("layers",), ("fingerprint", "served", "report"), ("check",), ("api", "cli"))
+          ("conventions", "capture", "prompts"), ("source", "draft", "probe", "engines"), ("resolution", "provenance"),
+          ("runtime",), ("inputs",), ("accept", "layers"), ("fingerprint", "served", "report"), ("check",),
+          ("api", "cli"))
 #: ... except these, each inside one function (docs/layout.md says why)
 UPWARD = {("eagle_audit.inputs", "eagle_audit.fingerprint.run"), ("eagle_audit.layers.run", "eagle_audit.served.check")}
 #: what eagle_audit/source/ may import (docs/layout.md: the seam stands below every analysis)

@@ -10,7 +10,7 @@
    final ``norm`` start from the target's; with ``init="target"`` the midlayer starts from a target
    decoder layer and ``fc`` passes the deepest trained state through (:func:`_init_model`).
 3. EAGLE-3 training-time test: ``ttt_steps`` unrolled steps per position, each feeding the draft its
-   own previous hidden and the next text token (:func:`~eagle_audit.accept.rollout.rollout`); loss =
+   own previous hidden and the next text token (:func:`~eagle_audit.runtime.rollout.rollout`); loss =
    cross-entropy to the target distribution at each step (= forward KL up to a constant), step k
    weighted 0.8**k. AdamW (weight decay on matrices), warm-up + cosine schedule fitted to the time
    budget after the first epoch, gradient clipping, optional early stopping on held-out sequences.
@@ -37,8 +37,8 @@ from ..resolution import CANARY_KEY
 from ..draft.write import draft_config, random_weights, vocab_map, write_canary
 from ..source import as_source
 from ..states import State
-from .rollout import rollout
-from .runtime import DraftArch, DraftFlags, Eagle3Draft, build_draft
+from ..runtime.rollout import rollout
+from ..runtime.eagle3 import DraftArch, DraftFlags, Eagle3Draft, build_draft
 
 
 

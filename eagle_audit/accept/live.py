@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 import torch
 
 from ..states import State
-from .runtime import Eagle3Draft
+from ..runtime.eagle3 import Eagle3Draft
 from .simulate import AcceptStats, Case, stats_from_gains
 from .targetrun import aux_of
 

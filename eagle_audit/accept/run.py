@@ -18,8 +18,11 @@ from ..provenance import provenance
 from ..states import State
 from .limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from .live import LiveResult, run_live
-from .runtime import DraftFlags, load_draft_model
-from .server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerOptions, ServerReading, detect, read_server
+from ..runtime.eagle3 import DraftFlags, load_draft_model
+from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
+from ..engines.options import ServerOptions, detect
+from ..engines.reading import ServerReading
+from ..engines.registry import read_server
 from .simulate import AcceptStats, capture_cases, make_cases, simulate
 from .tree import EXACT_ANCESTOR, KV_BY_SLOT, max_tree_nodes
 
@@ -101,7 +104,7 @@ class AcceptOptions(AuditInputs):
     live: bool = False
     server: str | None = None
     server_kind: str = "auto"
-    server_api_key: str | None = None  # else the engine's usual environment variable (accept/server.py KEY_ENV)
+    server_api_key: str | None = None  # else the engine's usual environment variable (engines/<engine>/wire.py KEY_ENV)
     server_timeout: float = DEFAULT_TIMEOUT  # seconds per request, connection to last byte
     server_deadline: float = DEFAULT_DEADLINE  # seconds for the whole server reading
     prompt_ids: tuple[tuple[int, ...], ...] | None = None  # token ids given directly (library use, tokenizer-less targets)

@@ -4,7 +4,7 @@
 2. One teacher-forced target pass over prompt + continuation captures the union of the states every
    wiring needs (:func:`capture_cases`).
 3. Per wiring, the draft is rolled out ``num_steps`` tokens from every position at once
-   (:func:`~eagle_audit.accept.rollout.rollout`): step 0 is the draft-extend over the teacher-forced
+   (:func:`~eagle_audit.runtime.rollout.rollout`): step 0 is the draft-extend over the teacher-forced
    prefix (target aux states, the accepted tokens), later steps read the draft's own hidden and own
    previous token, as SGLang's ``draft_forward`` does.
 4. The continuation is walked with verify steps from each accepted point (:func:`walk`): a verify at
@@ -28,8 +28,8 @@ from typing import Callable, Sequence
 import torch
 
 from ..states import State
-from .rollout import rollout
-from .runtime import Eagle3Draft
+from ..runtime.rollout import rollout
+from ..runtime.eagle3 import Eagle3Draft
 from .tree import KV_BY_SLOT, draft_trees, tree_accepts, walk_accepts
 from .targetrun import aux_of
 

@@ -18,7 +18,7 @@ Each beam row is run as its own sequence (batch index = row r of the ``topk`` ke
 to the step-0 keys of positions 0..t (the teacher-forced prefix) and to ``topk``-row draft keys chosen
 by the tree attention mode (:data:`TREE_ATTENTION`); its hidden is always its parent's (SGLang
 ``select_top_k_tokens`` gathers ``hidden_states[parent row]``). Positions are batched as in
-:func:`~eagle_audit.accept.rollout.rollout`.
+:func:`~eagle_audit.runtime.rollout.rollout`.
 
 * ``kv_by_slot`` (SGLang 0.5.23, every attention backend): draft-decode step i of row r writes its keys
   to slot ``seq_len + r * num_steps + i`` and reads slots ``seq_len + r * num_steps + 0..i``
@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .runtime import Eagle3Draft
+from ..runtime.eagle3 import Eagle3Draft
 
 
 KV_BY_SLOT = "kv_by_slot"

@@ -15,7 +15,7 @@ from .options import AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_st
 @contextmanager
 def server_hints():
     """The library's server errors name no flag; here they get the hint that does."""
-    from ..accept.server import ServerAuthError, ServerTimeout
+    from ..engines.http import ServerAuthError, ServerTimeout
 
     try:
         yield

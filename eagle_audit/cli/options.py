@@ -17,7 +17,7 @@ import typer
 from typer import BadParameter
 
 from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
-from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
+from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import AuditError
 from .common import audit_inputs, check_outputs, command_line, default_inputs, err, out, write_json
 

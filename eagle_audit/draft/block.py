@@ -139,7 +139,7 @@ def convention_for(conv: Convention, kind: str, notes: list[str] | None = None) 
 
 
 #: Why a command that runs the draft's own forward cannot run a block draft yet (one line each; fingerprint runs
-#: DFlash drafts through eagle_audit/fingerprint/dflash.py and refuses the others there).
+#: DFlash drafts through eagle_audit/runtime/block.py and refuses the others there).
 NOT_RUN = {
     "accept-rate": "accept-rate does not simulate block drafting yet (DFlash / DSpark drafts propose a whole block "
                    "of mask-token positions per forward, with the target's states injected as context keys and "

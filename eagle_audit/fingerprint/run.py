@@ -235,7 +235,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     :func:`~eagle_audit.fingerprint.defaults.ttt_steps_for`); the search scores step 0."""
     import time
 
-    from ..accept.runtime import load_draft_model
+    from ..runtime.eagle3 import load_draft_model
 
     say = status or (lambda m: None)
     if not spec.uses_aux:
@@ -247,7 +247,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     cands = corpus.candidates
     index = {s: j for j, s in enumerate(cands)}
     if spec.kind != "eagle3":  # a block draft: its own forward, the same scoring (score.BlockScorer)
-        from .dflash import load_dflash_draft
+        from ..runtime.block import load_dflash_draft
         from .score import BlockScorer
 
         draft = load_dflash_draft(spec, target)
@@ -467,7 +467,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     notes: list[str] = []
     spec = read_draft(opts.draft)
     if spec.kind != "eagle3":
-        from .dflash import dflash_arch
+        from ..runtime.block import dflash_arch
 
         dflash_arch(spec, spec.hidden_size)  # a block draft this forward cannot run: one line, before any loading
     engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
@@ -504,7 +504,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     if spec.kind == "eagle3":
         notes.append(f"draft flags as trained: {flags.to_json()}")
     else:
-        notes.append(f"{spec.kind} draft: its block forward (eagle_audit/fingerprint/dflash.py), the block's first "
+        notes.append(f"{spec.kind} draft: its block forward (eagle_audit/runtime/block.py), the block's first "
                      "drafted token scored")
     ttt_steps, why = ttt_steps_for(opts.device, opts.ttt_steps)
     if why and spec.kind == "eagle3":

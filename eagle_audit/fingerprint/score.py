@@ -13,7 +13,7 @@ Positions whose target token is outside the draft vocabulary are left out (no wi
 Later training-time-test steps (``steps`` > 1): step k at position t reads ``embed(x[t+1+k])`` and the draft's
 own step k-1 hidden, attends to the step-0 keys of positions 0..t and its own keys of steps 1..k, and is scored
 on the target's token after x[t+1+k] (``argmax logits[t+1+k]``): the unrolled forward SpecForge 0.2.0 and
-speculators 0.9.0 train (:func:`eagle_audit.accept.rollout.rollout` with the text as teacher tokens; equal to
+speculators 0.9.0 train (:func:`eagle_audit.runtime.rollout.rollout` with the text as teacher tokens; equal to
 both trainers' own loops within 1e-4 over 3 steps, ``tests/trainers/test_trainer_draft_forward.py``). The
 wiring enters only through step 0 (fc of the states at t, and the step-0 keys), so every later step is more
 evidence about the same states, correlated with step 0 at the same position: the interval's unit stays the
@@ -37,7 +37,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..accept.runtime import Eagle3Draft
+from ..runtime.eagle3 import Eagle3Draft
 from ..states import State
 from .intervals import units_of
 
@@ -270,7 +270,7 @@ class Scorer:
                 lps.append(logp.gather(-1, lab[:, None])[:, 0])
                 hits.append((logp.argmax(-1) == lab).float())
                 continue
-            from ..accept.rollout import rollout
+            from ..runtime.rollout import rollout
 
             per_step = rollout(d, c.next_ids[rows].to(self.dev), projected_of(rows), self.steps,
                                teacher=self.teacher[rows], projected=True).logits
@@ -311,7 +311,7 @@ class Scorer:
 
 
 class BlockScorer(Scorer):
-    """The same scoring for a DFlash draft (:class:`eagle_audit.fingerprint.dflash.DFlashDraft`), position for
+    """The same scoring for a DFlash draft (:class:`eagle_audit.runtime.block.DFlashDraft`), position for
     position: at position t, the block anchored at t+1 (its tokens ``[x[t+1], mask, ...]``, its context the
     wiring's states at positions 0..t, as at inference after the target verified x[t+1]) and the draft's
     first drafted token, scored on the target's next token after x[t+1] (``labels[t]``), as the EAGLE-3 step 0

@@ -94,8 +94,8 @@ def measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: li
 def _measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: list[list[int]]) -> tuple[float, ...]:
     import torch
 
-    from ..accept.rollout import rollout
-    from ..accept.runtime import load_draft_model
+    from ..runtime.rollout import rollout
+    from ..runtime.eagle3 import load_draft_model
     from ..source import as_source
 
     source = as_source(target)

@@ -12,7 +12,7 @@ import numpy as np
 from ..layers.result import Finding
 from ..states import State
 from .compare import ASSUMED_SERVED_DTYPE, SlotMatch, compare_slots, served_findings, thresholds_for
-from .launch import Capture, TargetShape
+from ..engines.launch import Capture, TargetShape
 from .source import StatesServer, server_capture
 
 
@@ -36,7 +36,7 @@ def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[in
     """``source``: the local state source (weights loaded); ``served_states``: what the engine's rules say
     serving feeds this draft, slot by slot; ``progress(done, total)``: the reading, request by request (the CLI
     draws it on stderr, only on a terminal and never with ``--json -``)."""
-    from . import read_served_states
+    from ..engines.registry import read_served_states
 
     info = source.info
     shape = TargetShape(info.name, info.architecture, info.num_layers, info.hidden_size)

@@ -2,7 +2,7 @@
 
 The target directory holds ``config.json`` and the tokenizer (and, optionally, ``embed_tokens.safetensors``:
 the input embedding and output head alone, which the local draft runtime borrows, see :meth:`embedding`);
-the server was started with the reference launch line (:func:`eagle_audit.served.launch.sglang_reference`),
+the server was started with the reference launch line (:func:`eagle_audit.engines.sglang.launch.sglang_reference`),
 so it captures every boundary it can reach. What it captures is read from the server, not assumed: SGLang's
 ``/server_info`` carries its resolved arguments (``server_args.resolved_dict()``, with
 ``return_aux_hidden_state_layer_ids``: ``srt/utils/common.py:3584-3592``, ``entrypoints/http_server.py:864-890``), put through the engine convention's capture rule; vLLM's files carry ``K``,
@@ -11,7 +11,7 @@ matched against the reference and serving lines.
 * ``teacher_forced``: one ``/generate`` (1 new token) per sequence not memoised; a state the server does not
   capture is refused (:class:`CannotGive`) with the reference launch line; ``next_tokens`` (the argmax at
   every position, ``fingerprint``'s labels) come with the same request: SGLang's ``input_top_logprobs``
-  (:mod:`eagle_audit.served.sglang`), vLLM's ``prompt_logprobs`` (:data:`eagle_audit.served.vllm.NO_NEXT_TOKENS`).
+  (:mod:`eagle_audit.engines.sglang.states`), vLLM's ``prompt_logprobs`` (:data:`eagle_audit.engines.vllm.states.NO_NEXT_TOKENS`).
 * ``continuations``: the server's greedy continuation of ``max_new`` tokens, asked for ``max_new + 1``: the
   last output token is never fed, so the states of every kept token come with the one request and are
   memoised for ``prompt + continuation`` (what ``accept-rate`` and ``fingerprint`` teacher-force next: no
@@ -28,15 +28,17 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
-from ..accept.server import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerError, ServerOptions, _Clock, _Http, detect, resolve_key
+from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
+from ..engines.launch import Capture, TargetShape
+from ..engines.options import ServerOptions, detect
+from ..engines.registry import engine
 from ..errors import param
 from ..source.memo import Memo
 from ..source.spec import (EMBEDDING, GENERATE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, CannotGive, Counts, Forced,
                            SourceRequest, SourceSpec)
 from ..states import State
-from .launch import Capture, TargetShape, sglang_reference, vllm_reference
 
 #: the file of a weights-free target directory that holds only the embedding (and head) the draft borrows
 EMBED_FILE = "embed_tokens.safetensors"
@@ -63,30 +65,10 @@ class StatesServer:
 
 
 def server_capture(server: StatesServer, shape: TargetShape) -> Capture:
-    """What the running server captures (see the module docstring)."""
-    from ..conventions import get_convention
-
-    kind = detect(server.options())
-    if kind == "sglang":
-        key, _ = resolve_key(server.api_key, "sglang")
-        http_ = _Http(server.url, key, min(server.timeout, 30.0), _Clock(min(server.deadline, 60.0)))
-        try:
-            info = http_.json("GET", "/server_info")
-        except ServerError:
-            info = {}
-        ids = info.get("return_aux_hidden_state_layer_ids") if isinstance(info, Mapping) else None
-        if isinstance(info, Mapping) and "return_aux_hidden_state_layer_ids" in info:
-            if info.get("enable_return_aux_hidden_states") is False:
-                raise ServerError(f"server {server.url}: it does not capture aux hidden states (started without "
-                                  "--enable-return-aux-hidden-states)")
-            conv = get_convention("sglang", "engine")
-            draft = {} if ids is None else {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids)}}
-            w = conv.resolve(draft, shape.architecture, shape.num_layers)
-            dtype = info.get("dtype") if info.get("dtype") in ("bfloat16", "float16", "float32") else None
-            return Capture("sglang", tuple(w.states), shape.hidden_size, None if ids is None else tuple(ids), dtype)
-        return sglang_reference(shape).capture  # /server_info without its arguments: the reference line assumed
-    # the files carry their dtype (bf16/fp16: the KV-cache dtypes extract_hidden_states accepts)
-    return vllm_reference(shape, server.hidden_states_dir or "DIR").capture
+    """What the running server captures: asked of the server where its engine says (SGLang ``/server_info``),
+    else the reference line assumed (vLLM: its files carry ``K``, matched against the lines when read)."""
+    opts = server.options()
+    return engine(detect(opts)).server_capture(opts, shape, server.hidden_states_dir)
 
 
 class ServedSource:
@@ -130,7 +112,7 @@ class ServedSource:
 
     # ------------------------------------------------------------------ states
     def _read(self, prompts: Sequence[Sequence[int]], max_new: int, next_tokens: bool = False):
-        from . import read_served_states
+        from ..engines.registry import read_served_states
 
         return read_served_states(self.server.options(), prompts, self.capture, max_new_tokens=max_new,
                                   hidden_states_dir=self.server.hidden_states_dir, next_tokens=next_tokens)
@@ -153,7 +135,7 @@ class ServedSource:
         wanted = tuple(states)
         missing = [s for s in wanted if s not in self.capture.states]
         if missing:
-            ref = sglang_reference(self._reference, wanted) if self.capture.engine == "sglang" else None
+            ref = engine(self.capture.engine).reference(self._reference, wanted, self.server.hidden_states_dir)
             raise CannotGive(self.spec, ", ".join(s.label() for s in missing),
                              "the server does not capture " + ("them" if len(missing) > 1 else "it"),
                              hint=f"start the server with: {ref.line}" if ref and ref.capture else None)

@@ -17,7 +17,7 @@ fallback, ``kernels/ops/sampling/__init__.py:57``); ``maybe_detect_oob`` (an asy
 default) is a plain bounds assert; the ``draft_forward`` loop of ``eagle_worker_v2.py:742-923`` (greedy, no
 rejection sampling, ``topk > 1``) is re-stated below in a dozen lines, each SGLang call in it being the
 wheel's; the draft network and its attention over the gathered keys are eagle-audit's
-(:class:`~eagle_audit.accept.runtime.Eagle3Draft`: the subject here is which keys each node reads and which
+(:class:`~eagle_audit.runtime.eagle3.Eagle3Draft`: the subject here is which keys each node reads and which
 nodes are kept, not the network); the kernels are run for two requests (``seq_len`` 5 and 9) and their
 slots, relative to ``seq_len``, are checked identical for both before being applied to every root.
 """

@@ -8,7 +8,7 @@ import socket
 import typer
 from typer.testing import CliRunner
 
-from eagle_audit.accept.runtime import read_weights
+from eagle_audit.runtime.eagle3 import read_weights
 from eagle_audit.cli.accept_rate import accept_rate
 from eagle_audit.cli.train_canary import train_canary
 from eagle_audit.draft.write import draft_config, random_weights, write_draft
@@ -143,12 +143,12 @@ def test_server_through_the_cli(tiny_target_dir, tiny_canary, tmp_path):
 
 
 def test_a_server_that_takes_the_connection_and_never_answers_is_found_out_in_seconds(tiny_target_dir, tmp_path):
-    """--server-kind sglang skips detection; the short request sent first (server.PROBE_PATH) still finds a
+    """--server-kind sglang skips detection; the short request sent first (engines.options.PROBE_PATH) still finds a
     server that accepts connections and stays silent, long before the 300 s per-request timeout."""
     import threading
     import time
 
-    from eagle_audit.accept.server import DEFAULT_TIMEOUT, PROBE_TIMEOUT
+    from eagle_audit.engines.http import DEFAULT_TIMEOUT, PROBE_TIMEOUT
 
     path = write_tiny_draft(tmp_path / "d", nested_ids=[0, 2, 4])
     listener = socket.socket()

@@ -7,9 +7,8 @@ import json
 import pytest
 import torch
 
-from eagle_audit.accept.rollout import rollout
-from eagle_audit.accept.runtime import (DraftFlags, build_draft, flags_from_config, load_draft_model, read_weights,
-                                        arch_from_spec)
+from eagle_audit.runtime.rollout import rollout
+from eagle_audit.runtime.eagle3 import (DraftFlags, build_draft, flags_from_config, load_draft_model, read_weights, arch_from_spec)
 from eagle_audit.draft.read import read_draft
 from eagle_audit.draft.write import write_draft
 from eagle_audit.errors import BadCheckpoint
@@ -72,7 +71,7 @@ def test_layer0_residual_is_fc_output_and_norm_output(tiny_target, tmp_path):
     layer = base.layers[0]
     # manual SGLang layer 0: residual = fc(aux) un-normed
     h = base.fc(aux)
-    from eagle_audit.accept.runtime import rope_cos_sin
+    from eagle_audit.runtime.eagle3 import rope_cos_sin
     cos, sin = rope_cos_sin(torch.arange(7)[None], base.arch.head_dim, base.arch.rope_theta, torch.float32)
     x = torch.cat([layer.input_layernorm(torch.nn.functional.embedding(ids, base.embed)), layer.hidden_norm(h)], -1)
     attn, _ = layer.self_attn(x, cos, sin, None, None)

@@ -12,8 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from eagle_audit.accept.server import (VLLM_NEUTRAL, BadServerReply, ServerAuthError, ServerError, ServerOptions,
-                                       ServerTimeout, parse_exposition, parse_vllm_metrics, read_server)
+from eagle_audit.engines.vllm.acceptance import parse_vllm_metrics
+from eagle_audit.engines.vllm.wire import NEUTRAL as VLLM_NEUTRAL
+from eagle_audit.engines.http import BadServerReply, ServerAuthError, ServerError, ServerTimeout
+from eagle_audit.engines.options import ServerOptions
+from eagle_audit.engines.prometheus import parse_exposition
+from eagle_audit.engines.registry import read_server
 from eagle_audit.accept.simulate import Case, stats_from_gains, walk
 from eagle_audit.errors import AuditError
 
@@ -368,7 +372,7 @@ def test_sglang_generation_config_keys(sglang_code):
     fn = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "get_default_sampling_params")
     available = next(ast.literal_eval(n.value) for n in ast.walk(fn)
                      if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "available_params")
-    from eagle_audit.accept.server import SGLANG_NEUTRAL
+    from eagle_audit.engines.sglang.wire import NEUTRAL as SGLANG_NEUTRAL
 
     assert set(available) <= set(SGLANG_NEUTRAL)
 

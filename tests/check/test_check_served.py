@@ -32,8 +32,8 @@ def _check(target, draft, url, **kw):
 
 @pytest.mark.parametrize("fault", ["clean", "deeper"])
 def test_served_stage_finds_what_the_engine_feeds(sglang_parts, tiny_targets, make_draft, fault):
-    from eagle_audit.served import sglang_serving
-    from eagle_audit.served.launch import TargetShape
+    from eagle_audit.engines.sglang.launch import sglang_serving
+    from eagle_audit.engines.launch import TargetShape
     from sglang_server import FakeSGLang, Faults, serving
 
     t = tiny_targets["llama"]
@@ -75,8 +75,8 @@ def test_served_stage_that_cannot_reach_the_server_says_why(tiny_targets, make_d
 def test_no_weights_every_stage_from_the_server(sglang_parts, make_draft, tmp_path):
     """A target directory of config + tokenizer (+ the embedding shard) and a reference server: the stages ask
     the server backend for every state (eagle_audit/served/source.py) and give the local check's verdicts."""
-    from eagle_audit.served import sglang_reference
-    from eagle_audit.served.launch import TargetShape
+    from eagle_audit.engines.sglang.launch import sglang_reference
+    from eagle_audit.engines.launch import TargetShape
     from served_tiny import HIDDEN, N_LAYERS, without_weights, write_target
     from sglang_server import FakeSGLang, serving
 

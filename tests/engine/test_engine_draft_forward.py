@@ -1,4 +1,4 @@
-"""eagle-audit's draft runtime (eagle_audit/accept/runtime.py), run with the semantics of the engine class that
+"""eagle-audit's draft runtime (eagle_audit/runtime/eagle3.py), run with the semantics of the engine class that
 serves the draft, == that class's own forward executed from the wheel (draft_forward_engine.py), on tiny random
 drafts of each class: SGLang 0.5.23 kimi_k25_eagle3 (MLA), vLLM 0.33.0 deepseek_eagle3 (MLA) and qwen3_eagle3
 (Qwen3 attention). The attention core on the engines' side is transformers' own module for the architecture
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from draft_forward_engine import sglang_kimi, sglang_llama, vllm_draft
-from eagle_audit.accept.runtime import arch_from_spec, build_draft, read_weights
+from eagle_audit.runtime.eagle3 import arch_from_spec, build_draft, read_weights
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.draft.read import read_draft
 from eagle_audit.draft.write import write_draft

@@ -1,4 +1,4 @@
-"""eagle-audit's DFlash block-draft forward (eagle_audit/fingerprint/dflash.py) against the wheels' own forwards,
+"""eagle-audit's DFlash block-draft forward (eagle_audit/runtime/block.py) against the wheels' own forwards,
 on one random-weight tiny draft and random target states:
 
 * z-lab ``dflash`` 0.1.0 (``dflash/model.py``, installed ``--no-deps`` into the test cache): ``DFlashDraftModel``
@@ -24,9 +24,9 @@ import pytest
 import torch
 
 import wheels
-from eagle_audit.accept.runtime import read_weights
+from eagle_audit.runtime.eagle3 import read_weights
 from eagle_audit.draft.read import read_draft
-from eagle_audit.fingerprint.dflash import build_dflash_draft, dflash_arch
+from eagle_audit.runtime.block import build_dflash_draft, dflash_arch
 
 pytestmark = pytest.mark.full
 

@@ -70,8 +70,8 @@ def test_claims_and_the_fix_take_the_state_not_searched_as_admitted():
 @pytest.fixture(scope="module")
 def served_corpus(fp_corpus, smollm2):
     """The canaries' corpus less the states the SGLang 0.5.23 reference launch does not capture."""
-    from eagle_audit.served import sglang_reference
-    from eagle_audit.served.launch import TargetShape
+    from eagle_audit.engines.sglang.launch import sglang_reference
+    from eagle_audit.engines.launch import TargetShape
 
     info = smollm2.info
     got = set(sglang_reference(TargetShape(info.name, info.architecture, info.num_layers, info.hidden_size)).capture.states)

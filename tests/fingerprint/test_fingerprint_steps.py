@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from eagle_audit.accept.rollout import rollout
-from eagle_audit.accept.runtime import arch_from_spec, build_draft, read_weights
+from eagle_audit.runtime.rollout import rollout
+from eagle_audit.runtime.eagle3 import arch_from_spec, build_draft, read_weights
 from eagle_audit.draft.read import read_draft
 from eagle_audit.fingerprint.score import Corpus, Scorer
 from eagle_audit.resolution import DraftFlags

@@ -13,8 +13,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fingerprint"))
 
-from eagle_audit.served import sglang_reference  # noqa: E402
-from eagle_audit.served.launch import TargetShape  # noqa: E402
+from eagle_audit.engines.sglang.launch import sglang_reference
+from eagle_audit.engines.launch import TargetShape
 from eagle_audit.states import final_normed  # noqa: E402
 from sglang_server import FakeSGLang, Target, serving  # noqa: E402
 

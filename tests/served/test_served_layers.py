@@ -10,8 +10,8 @@ import json
 import pytest
 
 from eagle_audit import api
-from eagle_audit.served import sglang_reference
-from eagle_audit.served.launch import TargetShape
+from eagle_audit.engines.sglang.launch import sglang_reference
+from eagle_audit.engines.launch import TargetShape
 from served_tiny import HIDDEN, N_LAYERS
 from sglang_server import FakeSGLang, Faults, serving
 

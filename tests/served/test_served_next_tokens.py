@@ -11,10 +11,12 @@ import json
 import pytest
 import torch
 
-from eagle_audit.accept.server import BadServerReply, ServerOptions
-from eagle_audit.served import read_sglang_states, sglang_reference
-from eagle_audit.served.launch import TargetShape
-from eagle_audit.served.sglang import request_body
+from eagle_audit.engines.http import BadServerReply
+from eagle_audit.engines.options import ServerOptions
+from eagle_audit.engines.sglang.states import read_sglang_states
+from eagle_audit.engines.sglang.launch import sglang_reference
+from eagle_audit.engines.launch import TargetShape
+from eagle_audit.engines.sglang.states import request_body
 from served_tiny import HIDDEN, N_LAYERS, prompts
 from sglang_server import FakeSGLang, Faults, Target, serving
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 import pytest
 
 from served_tiny import HIDDEN, N_LAYERS, prompts
-from eagle_audit.accept.server import BadServerReply, ServerOptions
-from eagle_audit.served import (compare_slots, read_sglang_states, served_findings, sglang_reference,
-                                sglang_serving)
+from eagle_audit.engines.http import BadServerReply
+from eagle_audit.engines.options import ServerOptions
+from eagle_audit.served.compare import compare_slots, served_findings
+from eagle_audit.engines.sglang.states import read_sglang_states
+from eagle_audit.engines.sglang.launch import sglang_reference, sglang_serving
 from eagle_audit.served.compare import local_boundaries, thresholds_for
-from eagle_audit.served.launch import TargetShape
+from eagle_audit.engines.launch import TargetShape
 from eagle_audit.states import State
 from sglang_engine import ARCHS
 from sglang_server import FakeSGLang, Faults, serving

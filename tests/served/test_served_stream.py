@@ -1,4 +1,4 @@
-"""The streaming reader of SGLang replies (eagle_audit/served/stream.py): the same floats as ``json.loads``
+"""The streaming reader of SGLang replies (eagle_audit/engines/sglang/stream.py): the same floats as ``json.loads``
 whatever the network splits, the structure checked, one line for every malformed reply."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from eagle_audit.served.stream import BadStates, StatesReader
+from eagle_audit.engines.states import BadStates
+from eagle_audit.engines.sglang.stream import StatesReader
 
 
 def _reply(prompt_chunks, decode, width, seed=0, **meta):

@@ -23,11 +23,15 @@ import numpy as np
 import pytest
 
 from served_tiny import HIDDEN, N_LAYERS, prompts
-from eagle_audit.accept.server import BadServerReply, ServerOptions
-from eagle_audit.served import BadStates, compare_slots, read_vllm_states, vllm_reference, vllm_serving
+from eagle_audit.engines.http import BadServerReply
+from eagle_audit.engines.options import ServerOptions
+from eagle_audit.engines.states import BadStates
+from eagle_audit.served.compare import compare_slots
+from eagle_audit.engines.vllm.states import read_vllm_states
+from eagle_audit.engines.vllm.launch import vllm_reference, vllm_serving
 from eagle_audit.served.compare import local_boundaries
-from eagle_audit.served.launch import TargetShape
-from eagle_audit.served.vllm import locate
+from eagle_audit.engines.launch import TargetShape
+from eagle_audit.engines.vllm.states import locate
 from vllm_engine import ARCHS, EngineRun
 from vllm_server import FakeVLLM, VFaults, serving
 from wheels import WheelSource

@@ -57,7 +57,7 @@ def _setup(smollm2, path):
 # wiring that clears both thresholds refutes "no wiring makes the draft agree"
 @pytest.mark.parametrize("name", real_fixtures.FIXTURES)
 def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm2):
-    from eagle_audit.accept.runtime import load_draft_model
+    from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.fingerprint.run import MIN_GAIN, MIN_TOP1, compare, infer_wiring
     from eagle_audit.fingerprint.score import Scorer
 
@@ -84,7 +84,7 @@ def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm
 def test_interval_coverage_on_known_truth(trainer_fixtures, held_out, smollm2):
     """Per fixture, slot and neighbour (+-1, +-2 boundaries): the truth's margin on each group of
     :data:`GROUP` held-out prompts, its 99% interval against the margin on all of them."""
-    from eagle_audit.accept.runtime import load_draft_model
+    from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.fingerprint.score import Scorer
     from eagle_audit.fingerprint.intervals import paired_interval, units_of
     from eagle_audit.states import State

@@ -6,7 +6,7 @@ EAGLE-3 TTT loop: fc once, backbone, compute_logits, shift the ids, carry the ba
 per-step logits read at ``_acc_and_loss``. speculators 0.9.0: ``Eagle3DraftModel.forward`` (models/eagle3/core.py),
 its per-step logits read at ``lm_head``. Both drafts are saved in the trainer's own export layout (SpecForge: the
 state dict and config.json SGLang loads; speculators: ``save_pretrained``) and read back by eagle-audit.
-eagle-audit's side: :func:`eagle_audit.accept.rollout.rollout` with the teacher tokens, the flags from
+eagle-audit's side: :func:`eagle_audit.runtime.rollout.rollout` with the teacher tokens, the flags from
 :func:`eagle_audit.resolution.flags_of` under the trainer's built-in convention.
 """
 
@@ -19,8 +19,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from eagle_audit.accept.rollout import rollout
-from eagle_audit.accept.runtime import arch_from_spec, build_draft, read_weights
+from eagle_audit.runtime.rollout import rollout
+from eagle_audit.runtime.eagle3 import arch_from_spec, build_draft, read_weights
 from eagle_audit.conventions import get_convention
 from eagle_audit.draft.read import read_draft
 from eagle_audit.resolution import flags_of

@@ -33,12 +33,13 @@ from typing import Sequence
 
 import numpy as np
 
-from ..accept.server import (VLLM_NEUTRAL, BadServerReply, ServerError, ServerOptions, ServerTimeout, _Clock,
-                             _field, _Http, resolve_key)
-from ..errors import param
-from .launch import Capture
-from .sglang import Progress, ServedStates
-from .stream import BadStates
+from ...errors import param
+from ..http import BadServerReply, Clock, Http, ServerError, ServerTimeout, reply_field
+from ..launch import Capture, TargetShape
+from ..options import ServerOptions, resolve_key
+from ..states import BadStates, Progress, ServedStates
+from .launch import vllm_reference
+from .wire import NEUTRAL
 
 _DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
 
@@ -56,7 +57,7 @@ MAX_HEADER = 1 << 20
 
 def request_body(ids: Sequence[int], max_new_tokens: int, next_tokens: bool = False) -> dict:
     body = {"prompt": [int(t) for t in ids], "max_tokens": int(max_new_tokens), "stream": False,
-            "return_token_ids": True, **VLLM_NEUTRAL}
+            "return_token_ids": True, **NEUTRAL}
     if max_new_tokens > 1:  # the continuation's states are saved too (connector :540-545)
         body["kv_transfer_params"] = {"include_output_tokens": True}
     if next_tokens:  # the top-1 at every prompt position (NO_NEXT_TOKENS above)
@@ -84,19 +85,19 @@ def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capt
     if not folder.is_dir():
         raise ServerError(f"{param('hidden_states_dir', str(folder))}: not a folder")
     key, _ = resolve_key(opts.api_key, "vllm")
-    clock = _Clock(opts.deadline)
-    http_ = _Http(opts.url, key, opts.timeout, clock)
+    clock = Clock(opts.deadline)
+    http_ = Http(opts.url, key, opts.timeout, clock)
     out = []
     for i, ids in enumerate(prompts):
         where = f"server {http_.url}/v1/completions (prompt {i})"
         r = http_.json("POST", "/v1/completions", request_body(ids, max_new_tokens, next_tokens))
-        choices = _field(r, "choices", list, where)
+        choices = reply_field(r, "choices", list, where)
         if len(choices) != 1:
             raise BadServerReply(f"{where}: expected 1 choice, got {len(choices)}")
         toks = choices[0].get("token_ids") if isinstance(choices[0], dict) else None
         if not isinstance(toks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in toks):
             raise BadServerReply(f"{where}: choices[0].token_ids is not a list of token ids")
-        params = _field(r, "kv_transfer_params", dict, where, optional=True)
+        params = reply_field(r, "kv_transfer_params", dict, where, optional=True)
         if params is None or not isinstance(params.get("hidden_states_path"), str):
             raise BadServerReply(f"{where}: no kv_transfer_params.hidden_states_path: the server does not save "
                                  "hidden states (start it with the extract_hidden_states launch line)")
@@ -214,3 +215,10 @@ def load_states(path: Path, capture: Capture, token_ids: Sequence[int]) -> np.nd
     if not np.isfinite(x).all():
         raise BadStates(f"{path}: non-finite hidden states")
     return x
+
+
+def server_capture(opts: ServerOptions, shape: TargetShape, hidden_states_dir: str | None = None) -> Capture:
+    """What the running server captures: vLLM says nothing of it over HTTP; the reference line is assumed,
+    and the files (which carry ``K`` and their dtype, bf16/fp16: the KV-cache dtypes extract_hidden_states
+    accepts) are matched against it when read."""
+    return vllm_reference(shape, hidden_states_dir or "DIR").capture

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import AuditError
+from ..states import BadStates
 
 #: the non-state part of a reply (text, output_ids, meta_info without hidden_states) is small; beyond this
 #: it is not an SGLang reply of ours
@@ -35,10 +35,6 @@ MAX_REST_BYTES = 64 << 20
 _STRUCT = re.compile(rb'["{}\[\]:,]')
 _BRACKET = re.compile(rb"[\[\]]")
 _BETWEEN = b" \t\r\n,"
-
-
-class BadStates(AuditError):
-    """The served hidden states are malformed, short or of the wrong width."""
 
 
 @dataclass(frozen=True)

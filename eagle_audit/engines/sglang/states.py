@@ -4,8 +4,8 @@ One ``POST /generate`` per prompt: ``input_ids``, greedy neutral sampling (the s
 ``--server`` acceptance client), ``return_hidden_states: true`` and a unique ``extra_key``. The radix cache
 namespaces its tree by ``extra_key`` (``srt/mem_cache/radix_cache.py:223-247``, ``:365-380``), so no
 request of ours shares a prefix with any other: a prefix hit would return states only for the uncached
-suffix. The reply is read as it streams (:mod:`eagle_audit.served.stream`), no size cap, under the same two
-deadlines and one-line errors as the acceptance client (:class:`eagle_audit.accept.server._Http`).
+suffix. The reply is read as it streams (:mod:`eagle_audit.engines.sglang.stream`), no size cap, under the same two
+deadlines and one-line errors as the acceptance client (:class:`eagle_audit.engines.http.Http`).
 
 What the reply holds (``meta_info.hidden_states``, ``tokenizer_manager.py:2598-2601``), and the checks:
 
@@ -44,52 +44,24 @@ with the same request when asked: ``return_logprob: true, logprob_start_len: 0, 
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Mapping, Sequence
 
-import numpy as np
-
-from ..accept.server import (SGLANG_NEUTRAL, BadServerReply, ServerError, ServerOptions, _Clock, _Http, _field,
-                             _short, resolve_key)
-from ..errors import param
-from .launch import Capture
-from .stream import BadStates, Element, StatesReader
+from ...errors import param
+from ..http import BadServerReply, Clock, Http, ServerError, reply_field, short
+from ..launch import Capture, TargetShape
+from ..options import ServerOptions, resolve_key
+from ..states import BadStates, Progress, ServedStates
+from .stream import Element, StatesReader
+from .launch import sglang_reference
+from .wire import NEUTRAL
 
 #: the ``extra_key`` prefix of our requests (the rest is a fresh uuid4 per request)
 EXTRA_KEY_PREFIX = "eagle-audit-"
 
-Progress = Callable[[int, int, int], None]  # (request index, requests, bytes of this reply so far)
-
-
-@dataclass(frozen=True)
-class ServedStates:
-    """The states one server returned for one prompt.
-
-    ``states``: ``[T, K, H]`` float32, T = ``len(prompt) + len(output_ids) - 1`` positions (the prompt, then
-    every output token but the last, which is never fed); slot i is ``capture.states[i]``.
-    ``token_ids``: the token at each position; ``next_tokens`` (when asked): the target's argmax after each."""
-
-    source: str
-    prompt: tuple[int, ...]
-    output_ids: tuple[int, ...]
-    states: np.ndarray = field(repr=False)
-    capture: Capture
-    finish_reason: str | None = None
-    notes: tuple[str, ...] = ()
-    next_tokens: tuple[int, ...] | None = None  # [T]: the target's argmax after each position (None: not asked)
-
-    @property
-    def token_ids(self) -> tuple[int, ...]:
-        return self.prompt + self.output_ids[:-1]
-
-    def slot(self, i: int) -> np.ndarray:
-        return self.states[:, i, :]  # [T, H]
-
-
 def request_body(ids: Sequence[int], max_new_tokens: int, extra_key: str | None = None,
                  next_tokens: bool = False) -> dict:
     body = {"input_ids": [int(t) for t in ids],
-            "sampling_params": {**SGLANG_NEUTRAL, "max_new_tokens": int(max_new_tokens)},
+            "sampling_params": {**NEUTRAL, "max_new_tokens": int(max_new_tokens)},
             "return_hidden_states": True, "stream": False,
             "extra_key": extra_key or EXTRA_KEY_PREFIX + uuid.uuid4().hex}
     if next_tokens:  # the top-1 at every prompt position and every output token (module docstring)
@@ -107,12 +79,12 @@ def read_sglang_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], ca
     if max_new_tokens < 1:
         raise ServerError(f"{param('max_new_tokens')} must be >= 1 (the prefill samples one token)")
     key, _ = resolve_key(opts.api_key, "sglang")
-    http_ = _Http(opts.url, key, opts.timeout, _Clock(opts.deadline))
+    http_ = Http(opts.url, key, opts.timeout, Clock(opts.deadline))
     return tuple(_one(http_, i, ids, capture, max_new_tokens, len(prompts), progress, next_tokens)
                  for i, ids in enumerate(prompts))
 
 
-def _one(http_: _Http, i: int, ids: Sequence[int], capture: Capture, max_new: int, total: int,
+def _one(http_: Http, i: int, ids: Sequence[int], capture: Capture, max_new: int, total: int,
          progress: Progress | None, next_tokens: bool = False) -> ServedStates:
     where = f"server {http_.url}/generate (prompt {i})"
     prompt = tuple(int(t) for t in ids)
@@ -130,7 +102,7 @@ def _one(http_: _Http, i: int, ids: Sequence[int], capture: Capture, max_new: in
         rest, rows, elements = reader.finish()
     except BadStates as e:
         raise BadServerReply(e.message) from None
-    meta = _field(rest, "meta_info", dict, where)
+    meta = reply_field(rest, "meta_info", dict, where)
     if not reader.saw_states:
         raise BadServerReply(f"{where}: the reply carries no meta_info.hidden_states: the server returns none "
                              "(start it with --enable-return-aux-hidden-states, see `eagle-audit layers --help`)")
@@ -138,8 +110,8 @@ def _one(http_: _Http, i: int, ids: Sequence[int], capture: Capture, max_new: in
     finish = meta.get("finish_reason")
     kind = finish.get("type") if isinstance(finish, Mapping) else None
     if kind == "abort":
-        raise ServerError(f"{where}: the server aborted the request: {_short(finish.get('message', finish), 120)}")
-    completion = _field(meta, "completion_tokens", int, where + " meta_info")
+        raise ServerError(f"{where}: the server aborted the request: {short(finish.get('message', finish), 120)}")
+    completion = reply_field(meta, "completion_tokens", int, where + " meta_info")
     if completion != len(out):
         raise BadServerReply(f"{where}: meta_info.completion_tokens {completion} but {len(out)} output_ids")
     if not out:
@@ -227,3 +199,29 @@ def _int_list(v, name: str, where: str) -> list[int]:
     if not isinstance(v, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v):
         raise BadServerReply(f"{where}: {name!r} is not a list of token ids")
     return v
+
+
+def server_capture(opts: ServerOptions, shape: TargetShape, hidden_states_dir: str | None = None) -> Capture:
+    """What the running server captures, read from it: ``/server_info`` carries the resolved arguments
+    (``server_args.resolved_dict()``, with ``return_aux_hidden_state_layer_ids``: ``srt/utils/common.py:3584-3592``,
+    ``entrypoints/http_server.py:864-890``), put through the engine convention's capture rule; a server whose
+    ``/server_info`` lacks them is assumed to run the reference line."""
+    from ...conventions import get_convention
+
+    key, _ = resolve_key(opts.api_key, "sglang")
+    http_ = Http(opts.url, key, min(opts.timeout, 30.0), Clock(min(opts.deadline, 60.0)))
+    try:
+        info = http_.json("GET", "/server_info")
+    except ServerError:
+        info = {}
+    ids = info.get("return_aux_hidden_state_layer_ids") if isinstance(info, Mapping) else None
+    if isinstance(info, Mapping) and "return_aux_hidden_state_layer_ids" in info:
+        if info.get("enable_return_aux_hidden_states") is False:
+            raise ServerError(f"server {opts.url}: it does not capture aux hidden states (started without "
+                              "--enable-return-aux-hidden-states)")
+        conv = get_convention("sglang", "engine")
+        draft = {} if ids is None else {"eagle_config": {"eagle_aux_hidden_state_layer_ids": list(ids)}}
+        w = conv.resolve(draft, shape.architecture, shape.num_layers)
+        dtype = info.get("dtype") if info.get("dtype") in ("bfloat16", "float16", "float32") else None
+        return Capture("sglang", tuple(w.states), shape.hidden_size, None if ids is None else tuple(ids), dtype)
+    return sglang_reference(shape).capture  # /server_info without its arguments: the reference line assumed

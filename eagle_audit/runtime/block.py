@@ -1,4 +1,4 @@
-"""A DFlash block-draft forward, on the target's states (the fingerprint's scorer runs it; issue 17).
+"""A DFlash / DSpark block-draft forward, on the target's states (the fingerprint's scorer runs it; issue 17).
 
 What a DFlash draft computes, as z-lab ``dflash`` 0.1.0 (``dflash/model.py`` ``DFlashDraftModel.forward``,
 ``Qwen3DFlashAttention.forward``) and SpecForge 0.2.0 (``specforge/modeling/draft/dflash.py``, trained through
@@ -44,8 +44,9 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..accept.runtime import DraftMLP, RMSNorm, RopeScaling, _rope, rope_cos_sin
 from ..errors import BadCheckpoint
+from .arch import RopeScaling, rope_params
+from .modules import DraftMLP, RMSNorm, rope_cos_sin, rotate
 
 #: DFlash variants named in ``architectures`` that this forward does not run, and why.
 NOT_RUN_ARCHS = {"DFlash2": "DFlash2's grouped causal convolutions and candidate selector are not implemented"}
@@ -130,7 +131,7 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
         markov = str(_value(cfg, "markov_head_type", "vanilla")).lower()
         if markov not in MARKOV_KINDS:
             raise BadCheckpoint(f"{where}: a dspark draft with markov_head_type {markov!r}: {DSPARK_NOT_RUN}")
-    theta, rope, notes = _rope(cfg, ("linear", "llama3", "yarn"))
+    theta, rope, notes = rope_params(cfg, ("linear", "llama3", "yarn"))
     cap = _value(cfg, "final_logit_softcapping")
     is_causal = cfg.get("is_causal")
     return DFlashArch(
@@ -195,8 +196,8 @@ class BlockAttention(nn.Module):
         vb = self.v_proj(x).view(B, A, bs, g, d)
         kc = self.k_norm(self.k_proj(ctx).view(B, S, g, d))  # [B, S, kv_heads, d]
         vc = self.v_proj(ctx).view(B, S, g, d)
-        q, kb = _rotate(q, *rope_blk), _rotate(kb, *rope_blk)
-        kc = _rotate(kc, *rope_ctx)
+        q, kb = rotate(q, *rope_blk), rotate(kb, *rope_blk)
+        kc = rotate(kc, *rope_ctx)
         q = q.view(B, A, bs, g, r, d) * d ** -0.5
         s_ctx = torch.einsum("baqgrd,bsgd->bgraqs", q, kc)  # [B, kv_heads, rep, A, bs, S]
         s_blk = torch.einsum("baqgrd,bakgd->bgraqk", q, kb)  # [B, kv_heads, rep, A, bs, bs]
@@ -209,11 +210,6 @@ class BlockAttention(nn.Module):
         o = (torch.einsum("bgraqs,bsgd->baqgrd", p[..., :S], vc)
              + torch.einsum("bgraqk,bakgd->baqgrd", p[..., S:], vb))  # [B, A, bs, kv_heads, rep, d]
         return self.o_proj(o.reshape(B, A, bs, a.num_heads * d))
-
-
-def _rotate(x, cos, sin):
-    half = x.shape[-1] // 2
-    return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
 
 
 class BlockLayer(nn.Module):
@@ -371,7 +367,7 @@ def build_dflash_draft(arch: DFlashArch, weights: Mapping[str, torch.Tensor], em
 
 def load_dflash_draft(spec, target, dtype=torch.float32) -> DFlashDraft:
     """The DFlash draft of ``spec`` with the loaded ``target``'s embedding and lm_head (a state source)."""
-    from ..accept.runtime import read_weights
+    from .eagle3 import read_weights
     from ..source import as_source
 
     source = as_source(target)

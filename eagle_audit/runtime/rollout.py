@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .runtime import Eagle3Draft
+from .eagle3 import Eagle3Draft
 
 
 @dataclass

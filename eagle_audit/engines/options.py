@@ -1,0 +1,98 @@
+"""Which server, and which engine it is: :class:`ServerOptions`, the API key (:func:`resolve_key`), the short
+probe before long work and the engine's detection. Each engine's own facts come from its ``wire.py``."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..errors import AuditError
+from .http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, PROBE_TIMEOUT, Clock, Http, ServerError
+from .sglang import wire as sglang_wire
+from .vllm import wire as vllm_wire
+
+WIRES = {w.NAME: w for w in (sglang_wire, vllm_wire)}
+KINDS = ("auto", *WIRES)
+#: the short request sent before any long work (each engine's wire.py says why that path); "auto": vLLM's,
+#: which every engine of ours answers at once
+PROBE_PATH = {**{name: w.PROBE_PATH for name, w in WIRES.items()}, "auto": vllm_wire.PROBE_PATH}
+
+
+@dataclass(frozen=True)
+class ServerOptions:
+    url: str
+    kind: str = "auto"  # "auto" or an engine of :data:`KINDS`
+    api_key: str | None = None  # explicit key; else the engine's usual environment variable
+    timeout: float = DEFAULT_TIMEOUT
+    deadline: float = DEFAULT_DEADLINE
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise AuditError(f"server kind {self.kind!r}: must be one of {', '.join(KINDS)}")
+        for name in ("timeout", "deadline"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise AuditError(f"server {name} {v!r}: must be a finite number of seconds > 0")
+
+
+def resolve_key(explicit: str | None, kind: str, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:
+    """(key, where it came from): the explicit key, else the first engine variable that is set."""
+    if explicit:
+        return explicit, "option"
+    env = os.environ if env is None else env
+    for name in (WIRES[kind].KEY_ENV if kind in WIRES else ()):
+        if env.get(name):
+            return env[name], name
+    return None, None
+
+
+# ----------------------------------------------------------------------------- detection
+
+
+def _detect(http_: Http) -> str:
+    """SGLang answers ``/server_info`` with ``internal_states`` and guards it with its API key
+    (srt/utils/auth.py:148: every path but /health*, /ready*, /metrics*); vLLM serves /server_info only in
+    dev mode and unguarded (entrypoints/serve/middleware/authenticate.py:12 guards /v1, /v2, ...), and
+    always serves ``/version``; its ``/metrics`` carries ``vllm:`` series when stats are on."""
+    reply = http_.request("GET", "/server_info")
+    if reply.status == 200:
+        try:
+            if isinstance((info := json.loads(reply.body)), Mapping) and "internal_states" in info:
+                return "sglang"
+        except (ValueError, RecursionError):
+            pass
+    elif reply.status in (401, 403):
+        return "sglang"
+    reply = http_.request("GET", "/metrics", auth=False)
+    if reply.status == 200 and b"vllm:" in reply.body:
+        return "vllm"
+    version = http_.request("GET", "/version", auth=False)
+    if version.status == 200:
+        try:
+            if isinstance(v := json.loads(version.body), Mapping) and "version" in v:
+                return "vllm"
+        except (ValueError, RecursionError):
+            pass
+    raise ServerError(f"server {http_.url}: neither an SGLang /server_info nor a vLLM /metrics or /version answered")
+
+
+def probe(opts: ServerOptions, timeout: float = PROBE_TIMEOUT) -> None:
+    """One short request (:data:`PROBE_PATH`) before any long work: a server that accepts the connection and
+    never answers is found out in ``timeout`` seconds, not after the per-request timeout of the first prompt."""
+    path = PROBE_PATH[opts.kind]
+    limit = min(opts.timeout, opts.deadline, timeout)
+    if not Http(opts.url, opts.api_key, limit, Clock(limit)).answers(path):
+        raise ServerError(f"server {opts.url}: it takes the connection but does not answer: no reply to GET {path} "
+                          f"within {limit:g} s", hint="is the server still starting, or hung? (its log says)")
+
+
+def detect(opts: ServerOptions, timeout: float = 30.0) -> str:
+    """``"sglang"`` or ``"vllm"``: ``opts.kind`` when given, else asked of the server (an explicit key is
+    sent; an engine variable is not, before the engine is known); either way after :func:`probe`."""
+    probe(opts)
+    if opts.kind != "auto":
+        return opts.kind
+    return _detect(Http(opts.url, opts.api_key, min(opts.timeout, timeout), Clock(min(opts.deadline, 4 * timeout))))

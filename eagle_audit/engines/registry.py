@@ -1,0 +1,83 @@
+"""The engines eagle-audit reads from a running server, by name: what each engine's folder
+(``engines/<engine>/``: ``wire.py`` its HTTP API, ``acceptance.py`` its accept-length reading, ``states.py``
+its states reader, ``launch.py`` its launch lines) gives, behind one :class:`Engine` each. A new engine is a
+new folder and one entry of :data:`ENGINES` (its source prober, if any, is ``probe/<engine>.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from ..errors import BadOption, param
+from .http import DEFAULT_TIMEOUT, Clock, Http
+from .launch import Capture, Launch, TargetShape
+from .options import KINDS, ServerOptions, detect, resolve_key
+from .reading import ServerReading
+from .sglang import acceptance as sglang_acceptance, launch as sglang_launch, states as sglang_states
+from .states import ServedStates
+from .vllm import acceptance as vllm_acceptance, launch as vllm_launch, states as vllm_states
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    read_acceptance: Callable[..., ServerReading]  # (http, prompts, max_new, expected, progress)
+    read_states: Callable[..., tuple[ServedStates, ...]]
+    server_capture: Callable[[ServerOptions, TargetShape, str | None], Capture]
+    serving: Callable[..., Launch]  # (draft config, target shape, storage) -> the serving line
+    reference: Callable[..., Launch]  # (target shape, wanted states, storage) -> the reference line
+    states_on_disk: bool  # the server writes the states to its disk (read from hidden_states_dir)
+
+
+ENGINES = {
+    "sglang": Engine("sglang", sglang_acceptance.read_acceptance, sglang_states.read_sglang_states,
+                     sglang_states.server_capture,
+                     lambda draft, shape, storage=None: sglang_launch.sglang_serving(draft, shape),
+                     lambda shape, wanted=None, storage=None: sglang_launch.sglang_reference(shape, wanted),
+                     states_on_disk=False),
+    "vllm": Engine("vllm", vllm_acceptance.read_acceptance, vllm_states.read_vllm_states, vllm_states.server_capture,
+                   lambda draft, shape, storage=None: vllm_launch.vllm_serving(draft, shape, storage or "DIR"),
+                   lambda shape, wanted=None, storage=None: vllm_launch.vllm_reference(shape, storage or "DIR", wanted),
+                   states_on_disk=True),
+}
+assert set(ENGINES) == set(KINDS) - {"auto"}, "every engine with a wire.py has an entry here"
+
+
+def engine(name: str) -> Engine:
+    try:
+        return ENGINES[name]
+    except KeyError:
+        raise BadOption(f"engine {name!r}: not one eagle-audit reads from a server",
+                        hint=f"one of: {', '.join(ENGINES)}") from None
+
+
+def read_server(url: str | ServerOptions, prompts: Sequence[Sequence[int]], max_new: int, kind: str = "auto",
+                timeout: float = DEFAULT_TIMEOUT, *, expected: Sequence[Sequence[int]] | None = None,
+                progress: Callable[[int, int], None] | None = None) -> ServerReading:
+    """Send every prompt (token ids) to the server, greedy, ``max_new`` new tokens, and read the accept length
+    over exactly these requests. ``expected``: the target's own greedy continuations, to count the served
+    outputs that equal them."""
+    opts = url if isinstance(url, ServerOptions) else ServerOptions(url, kind, timeout=timeout)
+    clock = Clock(opts.deadline)
+    kind = detect(opts)
+    key, source = resolve_key(opts.api_key, kind)
+    reading = engine(kind).read_acceptance(Http(opts.url, key, opts.timeout, clock), prompts, max_new, expected,
+                                           progress)
+    return ServerReading(**{**reading.__dict__, "key_source": source})
+
+
+def read_served_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture, *,
+                       max_new_tokens: int = 1, hidden_states_dir: str | None = None,
+                       progress: Callable[[int, int, int], None] | None = None,
+                       next_tokens: bool = False) -> tuple[ServedStates, ...]:
+    """Every prompt's served states, from the server kind ``capture.engine`` names (SGLang in-band; vLLM
+    from ``hidden_states_dir``, the server's ``shared_storage_path`` as this machine sees it); with
+    ``next_tokens`` the target's argmax after every position too (SGLang ``input_top_logprobs``, vLLM
+    ``prompt_logprobs``)."""
+    eng = engine(capture.engine)
+    if not eng.states_on_disk:
+        return eng.read_states(opts, prompts, capture, max_new_tokens, progress, next_tokens)
+    if hidden_states_dir is None:
+        raise BadOption(f"a {eng.name} server writes the states to its disk: name that folder "
+                        f"({param('hidden_states_dir')})")
+    return eng.read_states(opts, prompts, capture, hidden_states_dir, max_new_tokens, progress, next_tokens)
