@@ -39,7 +39,7 @@ def sync(dev: str) -> None:
 
 def _starts(spec, info, engine_name="sglang"):
     from eagle_audit.conventions import get_convention
-    from eagle_audit.fingerprint.run import starting_points
+    from eagle_audit.fingerprint.infer import starting_points
     from eagle_audit.resolution import resolve_trained
 
     declared, _ = resolve_trained(spec, info, [])
@@ -54,7 +54,9 @@ def cpu(args) -> dict:
     from fp_canaries import CANARIES, train_all
 
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import fingerprint, infer_wiring, prepare_corpus
+    from eagle_audit.fingerprint.api import fingerprint
+    from eagle_audit.fingerprint.infer import infer_wiring
+    from eagle_audit.fingerprint.corpus import prepare_corpus
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.states import State
     from eagle_audit.target import default_target, load_target, materialise
@@ -104,7 +106,8 @@ def gpu(args) -> dict:
 
     from eagle_audit.draft.read import read_draft
     from eagle_audit.draft.write import draft_config, random_weights, write_draft
-    from eagle_audit.fingerprint.run import continuations, infer_wiring
+    from eagle_audit.fingerprint.corpus import continuations
+    from eagle_audit.fingerprint.infer import infer_wiring
     from eagle_audit.fingerprint.score import capture_corpus
     from eagle_audit.states import all_states
     from eagle_audit.target import LoadedTarget, TargetInfo, find_layer_stack

@@ -112,7 +112,7 @@ def judge_draft(target, ddir, truth, corpus, steps: int, group: int) -> dict:
     from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import infer_wiring, starting_points
+    from eagle_audit.fingerprint.infer import infer_wiring, starting_points
     from eagle_audit.fingerprint.score import Scorer
     from eagle_audit.fingerprint.intervals import paired_interval
     from eagle_audit.resolution import resolve_trained
@@ -155,7 +155,7 @@ def judge_draft(target, ddir, truth, corpus, steps: int, group: int) -> dict:
 def second_round(gguf, ddir, truth, prompts_file: str, first: int, more: int, max_new: int) -> list[dict]:
     """``fingerprint()`` end to end on ``first`` prompts of the file, with no second round and with a budget of
     ``more`` prompts: the outcome per slot and the seconds each took."""
-    from eagle_audit.fingerprint.run import fingerprint
+    from eagle_audit.fingerprint.api import fingerprint
 
     out = []
     for budget in (0, more):
@@ -189,7 +189,7 @@ def main() -> int:
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     from fp_canaries import CANARIES, VERSION
 
-    from eagle_audit.fingerprint.run import prepare_corpus
+    from eagle_audit.fingerprint.corpus import prepare_corpus
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.states import State
     from eagle_audit.target import default_target, load_target, materialise

@@ -328,11 +328,12 @@ def main() -> int:
         return 0
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import infer_wiring, searched_states, starting_points
+    from eagle_audit.fingerprint.infer import infer_wiring, starting_points
+    from eagle_audit.fingerprint.corpus import searched_states
     from eagle_audit.fingerprint.score import capture_corpus
     from eagle_audit.source import as_source
     from eagle_audit.prompts import encode
-    from eagle_audit.fingerprint.run import compare
+    from eagle_audit.fingerprint.claims import compare
     from eagle_audit.resolution import resolve_trained, side_of
     from eagle_audit.states import State
     from eagle_audit.target import default_target, load_target, materialise
@@ -364,7 +365,7 @@ def main() -> int:
         assert [s[:len(p)] for s, p in zip(seqs, ids)] == ids, f"{args.sequences}: other prompts"
         corpus = capture_corpus(target, seqs, searched_states(as_source(target)))
     else:
-        from eagle_audit.fingerprint.run import continuations
+        from eagle_audit.fingerprint.corpus import continuations
 
         seqs = continuations(target, ids, args.max_new)
         if args.sequences:

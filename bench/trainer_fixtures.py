@@ -71,7 +71,8 @@ def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "v
     from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import compare, infer_wiring, starting_points
+    from eagle_audit.fingerprint.claims import compare
+    from eagle_audit.fingerprint.infer import infer_wiring, starting_points
     from eagle_audit.fingerprint.score import Scorer
     from eagle_audit.fingerprint.intervals import paired_interval, units_of
     from eagle_audit.resolution import resolve_trained, side_of
@@ -276,7 +277,7 @@ def main() -> int:
     tok = target.tokenizer
     if args.evaluate:
         name, ckpt = args.evaluate.split("=", 1)
-        from eagle_audit.fingerprint.run import prepare_corpus
+        from eagle_audit.fingerprint.corpus import prepare_corpus
 
         ids_arg = ALL_WIRINGS[name]
         trainer = name.split("-", 1)[0]
@@ -324,7 +325,7 @@ def main() -> int:
         Path(args.out).write_text(json.dumps({"args": vars(args), "seconds": round(time.perf_counter() - t0, 1),
                                               "generation_seconds": round(time.perf_counter() - t1, 1)}, indent=1))
         return 0
-    from eagle_audit.fingerprint.run import prepare_corpus
+    from eagle_audit.fingerprint.corpus import prepare_corpus
 
     t1 = time.perf_counter()
     corpus = prepare_corpus(target, encode(eval_texts, tok), args.eval_max_new)

@@ -33,7 +33,7 @@ def __getattr__(name: str):
 
         if importlib.util.find_spec(f"{__name__}.fingerprint") is None:
             raise AttributeError("eagle_audit.fingerprint is not available in this version")
-        value = importlib.import_module(".fingerprint.run", __name__).fingerprint
+        value = importlib.import_module(".fingerprint.api", __name__).fingerprint
     else:
         raise AttributeError(f"module 'eagle_audit' has no attribute {name!r}")
     globals()[name] = value

@@ -109,7 +109,7 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
         if target is None:
             raise AuditError(f"trainer {MEASURED} measures the trained wiring on the weights: it needs the target's "
                              "weights loaded (not a static audit)")
-        from .fingerprint.run import resolve_measured
+        from .fingerprint.measured import resolve_measured
         from .prompts import encode, load_prompts
 
         given = getattr(opts, "prompt_ids", None)

@@ -26,7 +26,7 @@ from .target import TargetInfo
 #: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
 CANARY_KEY = "eagle_audit_canary"
 #: The trainer name with which ``layers``, ``accept-rate`` and ``check`` measure the trained wiring on the draft's
-#: weights instead of assuming it (:func:`eagle_audit.fingerprint.run.resolve_measured`, asked by
+#: weights instead of assuming it (:func:`eagle_audit.fingerprint.measured.resolve_measured`, asked by
 #: :func:`eagle_audit.inputs.prepare`). Until 2026-12-01 in ``fingerprint/suggest.py``.
 MEASURED = "fingerprint"
 

@@ -130,7 +130,8 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
             stages[name] = _skip(name, f"needs the target's weights; {why}")
     else:
         from ..accept.run import AcceptOptions, run_accept
-        from ..fingerprint.run import FingerprintOptions, run_fingerprint
+        from ..fingerprint.options import FingerprintOptions
+        from ..fingerprint.run import run_fingerprint
 
         say("stage captured: the trained and served states on the target")
         stages["captured"] = _timed("captured", lambda: run_layers(
@@ -198,7 +199,7 @@ def _measured_trained(fp: Stage):
     r = fp.result
     if r is None or r.inferred is None or not any(f.code == "TRAINED_WIRING_DIFFERS" for f in r.errors):
         return None
-    from ..fingerprint.run import settled
+    from ..fingerprint.claims import settled
 
     return settled(r, r.declared.states, r.served.states if r.served is not None else None)  # as the fingerprint's fix
 

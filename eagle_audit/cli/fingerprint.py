@@ -42,7 +42,8 @@ def fingerprint(
     """
     with error_edge():
         from ..fingerprint.render import render_fingerprint
-        from ..fingerprint.run import FingerprintOptions, run_fingerprint
+        from ..fingerprint.options import FingerprintOptions
+        from ..fingerprint.run import run_fingerprint
         from .accept_rate import server_hints
 
         use_threads(args.threads)

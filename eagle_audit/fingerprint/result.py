@@ -43,7 +43,7 @@ class SlotInference:
     steps: int = 1  # training-time-test steps the judgement scored per position (1: the first draft token only)
     equivalent: tuple[State, ...] = ()  # below the best on log-prob, but within the tolerances (search.equivalent)
     unsearched: tuple[State, ...] = ()  # states the search never had (its source does not give them) next to a named
-    # state (fingerprint.run.unsearched_neighbours): admitted as possibilities, never scored; the slot is then ambiguous
+    # state (fingerprint.corpus.unsearched_neighbours): admitted as possibilities, never scored; the slot is then ambiguous
 
     @property
     def admitted(self) -> tuple[State, ...]:

@@ -76,7 +76,7 @@ def test_peagle_parallel_drafting_is_one_clear_line(tiny_targets, tmp_path, make
 
 
 def test_fingerprint_of_a_draft_without_aux_states_is_one_clear_line(tiny_targets, make_draft):
-    from eagle_audit.fingerprint.run import fingerprint
+    from eagle_audit.fingerprint.api import fingerprint
 
     def drop_fc(sd):
         del sd["fc.weight"]
@@ -87,7 +87,7 @@ def test_fingerprint_of_a_draft_without_aux_states_is_one_clear_line(tiny_target
 
 
 def test_fingerprint_runs_the_mla_class(tiny_targets, tmp_path):
-    from eagle_audit.fingerprint.run import fingerprint
+    from eagle_audit.fingerprint.api import fingerprint
 
     draft = _mla_draft(tmp_path / "mla-fp")
     r = fingerprint(str(tiny_targets["deepseek_v3"].path), str(draft), prompt_ids=PROMPTS, use_installed_engine=False)

@@ -32,7 +32,7 @@ def fp_canaries(smollm2, audit_cache, fp_threads) -> dict[str, Path]:
 
 
 def _corpus(target, prompts: slice = PROMPTS, max_new: int = MAX_NEW):
-    from eagle_audit.fingerprint.run import prepare_corpus
+    from eagle_audit.fingerprint.corpus import prepare_corpus
     from eagle_audit.prompts import encode, load_prompts
 
     return prepare_corpus(target, encode(load_prompts(None)[prompts], target.tokenizer), max_new)
@@ -62,7 +62,7 @@ def fingerprint_of(smollm2, fp_corpus, fp_threads):
     """``fingerprint_of(draft_dir, target=None, corpus=None)`` -> (Inference, declared Wiring), memoised."""
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import infer_wiring, starting_points
+    from eagle_audit.fingerprint.infer import infer_wiring, starting_points
     from eagle_audit.resolution import resolve_trained
 
     memo = {}

@@ -36,7 +36,7 @@ def inferred(smollm2, fp_corpus, dflash_canary):
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.block import convention_for
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import infer_wiring, starting_points
+    from eagle_audit.fingerprint.infer import infer_wiring, starting_points
     from eagle_audit.resolution import resolve_trained
 
     memo = {}

@@ -1,6 +1,6 @@
 """A slot named next to a state its source does not give (a server: no B0 on SGLang's +1 rule, no BN / BN+norm):
 the state not searched is named with it ("B1 or B0 (not searched)"), the slot is never exact, and the claims and
-the fix treat it as admitted (``eagle_audit.fingerprint.run.unsearched_neighbours``). The SmolLM2 canaries
+the fix treat it as admitted (``eagle_audit.fingerprint.corpus.unsearched_neighbours``). The SmolLM2 canaries
 fingerprinted over the states the SGLang reference server captures (B1..B29) are the real case: the canary
 trained on [B8, B30+norm] came out as the exact answer [B8, B1] (full tier: the SmolLM2 canaries)."""
 
@@ -11,7 +11,8 @@ from dataclasses import replace
 import pytest
 
 from eagle_audit.fingerprint.result import Agreement, SlotInference
-from eagle_audit.fingerprint.run import Inference, settled
+from eagle_audit.fingerprint.verdict import Inference
+from eagle_audit.fingerprint.claims import settled
 from eagle_audit.fingerprint.intervals import Interval
 from eagle_audit.states import State, all_states
 
@@ -22,7 +23,7 @@ SERVED = tuple(State(k) for k in range(1, N))  # what a reference SGLang server 
 
 
 def test_adjacent_is_one_boundary_or_the_final_norm_and_runs_through_states_not_searched():
-    from eagle_audit.fingerprint.run import unsearched_neighbours
+    from eagle_audit.fingerprint.corpus import unsearched_neighbours
 
     near = lambda *named, last=False: [s.label() for s in unsearched_neighbours(  # noqa: E731
         [State(k) for k in named], SERVED, N, last=last)]
@@ -89,7 +90,7 @@ def test_through_a_server_no_canary_slot_is_named_wrong(name, fp_canaries, finge
     of every state names B30+norm, runner-up B0), and the fix told to permute fc for training on ['B8', 'B1']."""
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import compare
+    from eagle_audit.fingerprint.claims import compare
     from eagle_audit.resolution import resolve_trained, side_of
 
     draft = fp_canaries[name]

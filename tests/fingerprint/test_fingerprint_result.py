@@ -11,7 +11,7 @@ from rich.console import Console
 from eagle_audit.conventions import Wiring
 from eagle_audit.fingerprint.render import render_fingerprint
 from eagle_audit.fingerprint.result import Agreement, Claim, FingerprintResult, SlotInference
-from eagle_audit.fingerprint.run import Inference
+from eagle_audit.fingerprint.verdict import Inference
 from eagle_audit.fingerprint.intervals import Interval
 from eagle_audit.states import State
 
@@ -139,7 +139,7 @@ def test_json_states_are_guarded_per_slot():
 def test_a_second_round_is_asked_only_for_slots_more_text_would_settle():
     from dataclasses import replace
 
-    from eagle_audit.fingerprint.run import unsettled
+    from eagle_audit.fingerprint.second import unsettled
 
     near = replace(slot([State(k) for k in UNDET], True, 0), name_tokens=700)  # 400 scored + 400 more would do
     far = replace(slot([State(k) for k in (19, 18, 20, 17, 15)], True, 1), name_tokens=5000)

@@ -71,7 +71,7 @@ def test_compare_finds_the_declared_wiring_wrong_and_fixes_the_engine(fp_canarie
 
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import compare
+    from eagle_audit.fingerprint.claims import compare
     from eagle_audit.resolution import given_side, side_of
 
     inf, _ = fingerprint_of(fp_canaries["emb-3-16"])

@@ -29,7 +29,7 @@ def trainer_fixtures(smollm2, smollm2_path, audit_cache):
 
 @pytest.fixture(scope="session")
 def held_out(smollm2):
-    from eagle_audit.fingerprint.run import prepare_corpus
+    from eagle_audit.fingerprint.corpus import prepare_corpus
     from eagle_audit.prompts import encode
 
     return prepare_corpus(smollm2, encode(real_fixtures.eval_prompts(), smollm2.tokenizer), real_fixtures.EVAL_MAX_NEW)
@@ -38,7 +38,7 @@ def held_out(smollm2):
 def _setup(smollm2, path):
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
-    from eagle_audit.fingerprint.run import starting_points
+    from eagle_audit.fingerprint.infer import starting_points
     from eagle_audit.resolution import resolve_trained, side_of
     from eagle_audit.states import State
 
@@ -57,8 +57,14 @@ def _setup(smollm2, path):
 # wiring that clears both thresholds refutes "no wiring makes the draft agree"
 @pytest.mark.parametrize("name", real_fixtures.FIXTURES)
 def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm2):
+<<<<<<< HEAD
     from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.fingerprint.run import MIN_GAIN, MIN_TOP1, compare, infer_wiring
+=======
+    from eagle_audit.accept.runtime import load_draft_model
+    from eagle_audit.fingerprint.infer import MIN_GAIN, MIN_TOP1, infer_wiring
+    from eagle_audit.fingerprint.claims import compare
+>>>>>>> 8124626 (issue 25 item 3: fingerprint/run.py (639 lines) split by concern: options (FingerprintOptions now subclasses AuditInputs), verdict, corpus, infer, second, claims, run, api, measured (resolve_measured, imported by inputs.py without a cycle through options); callers, tests and bench imports follow)
     from eagle_audit.fingerprint.score import Scorer
 
     info, spec, declared, trainer, served, truth, starts = _setup(smollm2, trainer_fixtures[name])
