@@ -200,13 +200,10 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
 
     if isinstance(opts.gen_batch, bool) or not isinstance(opts.gen_batch, int) or opts.gen_batch < 1:
         raise BadOption(f"{param('gen_batch')}: must be an integer >= 1, got {shown(opts.gen_batch)}")
-    if opts.states_server is not None and source is None:
-        from ..target import has_weights
+    if source is None:
+        from ..source import states_from
 
-        if has_weights(str(opts.target)):  # the states would silently come from the weights instead
-            raise BadOption(f"{param('states_server')} takes every target state from the server, but "
-                            f"{param('target', str(opts.target))} holds weights: name a directory of config.json, the "
-                            "tokenizer and embed_tokens.safetensors only (docs/server.md), or leave the server out")
+        states_from(opts, server_only=True)
     p = prepare(opts, device_map=opts.device_map, status=say, notes=notes, inputs=(spec, engine), source=source)
     target, info, res, trainer, aux = p.target, p.info, p.resolution, p.trainer, p.aux
     src = getattr(target, "spec", None)

@@ -29,7 +29,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     import time
 
     from ..prompts import encode, load_prompts
-    from ..source import open_source, source_request
+    from ..source import open_source, source_request, states_from
 
     say = status or (lambda m: None)
     if opts.trainer == MEASURED:
@@ -49,13 +49,8 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     listed = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts + max(0, opts.more_prompts))
     prompts = listed[:opts.max_prompts] if listed is not None else None
     reserve = listed[opts.max_prompts:] if listed is not None else ()
-    if source is None and opts.states_server is not None:
-        from ..target import has_weights
-
-        if has_weights(str(opts.target)):  # the states would silently come from the weights instead
-            raise AuditError(f"{param('states_server')} takes every target state from the server, but "
-                             f"{param('target', str(opts.target))} holds weights: name a directory of config.json, "
-                             "the tokenizer and embed_tokens.safetensors only (docs/server.md), or leave the server out")
+    if source is None:
+        states_from(opts, server_only=True)
     if source is None:
         say(f"loading target {opts.target}")
     target = source if source is not None else open_source(source_request(opts), say)

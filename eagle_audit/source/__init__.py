@@ -7,10 +7,10 @@ backend answers. Backends: :data:`BACKENDS`.
 """
 
 from .protocol import StateSource
-from .registry import BACKENDS, Backend, as_source, open_source, source_request
+from .registry import BACKENDS, Backend, as_source, open_source, source_request, states_from
 from .spec import (CAPABILITIES, DECODE, EMBEDDING, GENERATE, LIVE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, WEIGHTS,
                    CannotGive, Counts, Decoded, Forced, SourceRequest, SourceSpec)
 
 __all__ = ["BACKENDS", "Backend", "CAPABILITIES", "CannotGive", "Counts", "DECODE", "Decoded", "EMBEDDING", "Forced",
            "GENERATE", "LIVE", "LM_HEAD", "NEXT_TOKENS", "SourceRequest", "SourceSpec", "StateSource", "TEACHER_FORCED",
-           "WEIGHTS", "as_source", "open_source", "source_request"]
+           "WEIGHTS", "as_source", "open_source", "source_request", "states_from"]

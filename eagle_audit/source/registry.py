@@ -72,16 +72,34 @@ def as_source(target):
     return src
 
 
+def states_from(opts, *, server_only: bool = False) -> str:
+    """Where an audit's target states come from, decided here once for every analysis: ``"server"`` when
+    ``opts.states_server`` is set and the target directory holds no weights (:func:`eagle_audit.target.has_weights`),
+    else ``"local"`` (with a server and weights, ``layers`` and ``check`` compare the server's states with the local
+    capture). ``server_only``: the analysis takes its states from the server or not at all (``accept-rate
+    --states-server``, ``fingerprint --server``): a target that holds weights is then refused, since the states
+    would silently come from the weights instead."""
+    server = getattr(opts, "states_server", None)
+    if server is None:
+        return "local"
+    if not has_weights(os.fspath(opts.target)):
+        return "server"
+    if server_only:
+        raise BadOption(f"{param('states_server')} takes every target state from the server, but "
+                        f"{param('target', os.fspath(opts.target))} holds weights: name a directory of config.json, "
+                        "the tokenizer and embed_tokens.safetensors only (docs/server.md), or leave the server out")
+    return "local"
+
+
 def source_request(opts, device_map: str | None = None) -> SourceRequest:
     """Where ``opts`` (an audit's options: :class:`eagle_audit.inputs.AuditInputs`, or any object with
     ``target``, ``device``, ``dtype`` and optionally ``states_server``) asks its states to come from: the one
     place an audit's options become a :class:`~eagle_audit.source.spec.SourceRequest`. With ``states_server``
     set and no weights in the target directory (:func:`eagle_audit.target.has_weights`), every state comes
     from that server; with weights, the local target is the source and the audit compares the server's states
-    with it (:func:`eagle_audit.served.check.served_check`). Until 2026-12-01 this was in ``inputs.py``, which
-    ``fingerprint/run.py`` imported for it while ``inputs.py`` imported ``fingerprint/run.py`` back."""
-    server = getattr(opts, "states_server", None)
-    if server is not None and not has_weights(os.fspath(opts.target)):  # no weights here: every state from the server
+    with it (:func:`eagle_audit.served.check.served_check`); :func:`states_from` decides which."""
+    if states_from(opts) == "server":
+        server = opts.states_server
         return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
                                  options={"states_server": server})
     return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)
