@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .accept.run import AcceptResult
     from .check.result import CheckResult
     from .layers.result import LayersResult
-    from .served.source import StatesServer
+    from .source.server import StatesServer
     from .target import LoadedTarget
 
 PathLike = str | os.PathLike
@@ -89,7 +89,7 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
     """``eagle-audit layers``: the trained and the served wiring slot by slot, findings and the fix.
 
     ``server``: a running SGLang / vLLM server handing out states (a URL, or a
-    :class:`eagle_audit.served.source.StatesServer` with its kind, key, deadlines and vLLM folder): with the
+    :class:`eagle_audit.source.server.StatesServer` with its kind, key, deadlines and vLLM folder): with the
     target's weights local each served state is compared with the local capture; with a target directory of
     config and tokenizer only, every state comes from the server.
 
@@ -108,7 +108,7 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
 def _server(server):
     if server is None or not isinstance(server, str):
         return server
-    from .served.source import StatesServer
+    from .source.server import StatesServer
 
     return StatesServer(server)
 
@@ -125,7 +125,7 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
     """``eagle-audit accept-rate``: simulated accept length under the trained and the served wiring, and
     with each mis-wired slot corrected alone (docs/accept-rate.md). ``prompt_ids`` gives token ids directly
     instead of ``prompts`` (for targets without a tokenizer). ``states_server``: a reference server (a URL or
-    a :class:`~eagle_audit.served.source.StatesServer`) giving every target state and the greedy
+    a :class:`~eagle_audit.source.server.StatesServer`) giving every target state and the greedy
     continuation, for a ``target`` directory without weights; ``server`` instead reads the accept length of
     a server that serves the draft."""
     from .accept.run import AcceptOptions, run_accept

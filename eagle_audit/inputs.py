@@ -43,7 +43,7 @@ class AuditInputs:
     dtype: str = "auto"
     use_installed_engine: bool = True
     command: str | None = None  # the CLI line that reproduces this run (None: library call)
-    states_server: Any = None  # eagle_audit.served.source.StatesServer: a server that hands out the target's states
+    states_server: Any = None  # eagle_audit.source.server.StatesServer: a server that hands out the target's states
 
 
 @dataclass(frozen=True)

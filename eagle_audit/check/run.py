@@ -96,7 +96,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
 
     server = states_server(opts)
     from_server = server is not None and not opts.static and no_weights(os.fspath(opts.target)) is not None
-    if from_server:  # the server as the target: every state from it (eagle_audit.served.source)
+    if from_server:  # the server as the target: every state from it (eagle_audit.source.server)
         base["states_server"] = server
     weights = not opts.static and (from_server or no_weights(os.fspath(opts.target)) is None)
     if weights:  # bad settings or a bad prompts file fail before anything loads

@@ -5,7 +5,7 @@ from the check's state source (the captured stage ran those prompts with every s
 Findings ``ENGINE_STATE_MISMATCH`` / ``ENGINE_STATE_SHIFTED`` on the draft's slots.
 
 Assumptions, named: the server says what it captures (SGLang ``/server_info``; else the reference launch line
-is assumed, :func:`eagle_audit.served.source.server_capture`); one new token per request (the states of the
+is assumed, :func:`eagle_audit.source.server.server_capture`); one new token per request (the states of the
 prompt's positions: exactly the tokens the captured stage ran).
 """
 
@@ -46,10 +46,10 @@ class ServedCheck:
 
 
 def states_server(opts):
-    """The :class:`eagle_audit.served.source.StatesServer` of ``opts.server`` (None without one)."""
+    """The :class:`eagle_audit.source.server.StatesServer` of ``opts.server`` (None without one)."""
     if opts.server is None:
         return None
-    from ..served.source import StatesServer
+    from ..source.server import StatesServer
 
     return StatesServer(opts.server, opts.server_kind, opts.server_api_key, opts.server_timeout,
                         opts.server_deadline, opts.hidden_states_dir)

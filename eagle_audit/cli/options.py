@@ -288,10 +288,10 @@ class ServerArgs:
                     server_deadline=self.server_deadline)
 
     def states_server(self, url: str | None, hidden_states_dir: str | None = None):
-        """The :class:`eagle_audit.served.source.StatesServer` at ``url`` (None: no ``--server``)."""
+        """The :class:`eagle_audit.source.server.StatesServer` at ``url`` (None: no ``--server``)."""
         if not url:
             return None
-        from ..served.source import StatesServer
+        from ..source.server import StatesServer
 
         return StatesServer(url, self.server_kind, self.api_key, self.server_timeout, self.server_deadline,
                             hidden_states_dir)

@@ -17,10 +17,10 @@ def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str
                 use_installed_engine: bool = True, server=None, ttt_steps: int | None = None,
                 more_prompts: int = MORE_PROMPTS) -> FingerprintResult:
     """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids). ``server``: a
-    reference SGLang or vLLM server (URL or :class:`eagle_audit.served.source.StatesServer`) to take every target
+    reference SGLang or vLLM server (URL or :class:`eagle_audit.source.server.StatesServer`) to take every target
     state and the argmax at every position from, for a ``target`` directory without weights."""
     if isinstance(server, str):
-        from ..served.source import StatesServer
+        from ..source.server import StatesServer
 
         server = StatesServer(server)
     return run_fingerprint(FingerprintOptions(

@@ -13,7 +13,7 @@ from ..layers.result import Finding
 from ..states import State
 from .compare import ASSUMED_SERVED_DTYPE, SlotMatch, compare_slots, served_findings, thresholds_for
 from ..engines.launch import Capture, TargetShape
-from .source import StatesServer, server_capture
+from ..source.server import StatesServer, server_capture
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,12 @@ its module. :func:`open_source` opens the first backend whose ``accepts`` takes 
 the request names); :func:`as_source` wraps a target already loaded by the caller (tests, the Python
 API's :func:`eagle_audit.api.load_target`); :func:`source_request` turns an audit's options into a request.
 
-Backends are named by ``"module:function"`` so that importing the registry imports no torch.
+Each backend's module is imported only when it is opened (inside its opener), so that importing the
+registry imports no torch and no HTTP client.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import dataclass
 from typing import Callable
@@ -23,21 +23,32 @@ class Backend:
     name: str
     summary: str  # one line for docs and messages
     accepts: Callable[[SourceRequest], bool]  # does this backend take the request?
-    opener: str  # "module:function" -> function(request, status) -> StateSource
+    opener: Callable  # (request, status) -> StateSource
 
     def open(self, request: SourceRequest, status=None):
-        module, _, func = self.opener.partition(":")
-        return getattr(importlib.import_module(module), func)(request, status)
+        return self.opener(request, status)
+
+
+def _open_server(request: SourceRequest, status=None):
+    from .server import open_served
+
+    return open_served(request, status)
+
+
+def _open_local(request: SourceRequest, status=None):
+    from .local import open_local
+
+    return open_local(request, status)
 
 
 #: Every backend, in the order :func:`open_source` tries them (the first that accepts wins).
 BACKENDS: dict[str, Backend] = {b.name: b for b in (
     Backend("server", "a running SGLang or vLLM server hands out every state (the target directory holds config and "
-            "tokenizer only)", lambda r: r.server is not None, "eagle_audit.served.source:open_served"),
+            "tokenizer only)", lambda r: r.server is not None, _open_server),
     Backend("device-map", "transformers, the target split over the visible devices by accelerate (device_map)",
-            lambda r: r.server is None and r.device_map is not None, "eagle_audit.source.local:open_local"),
+            lambda r: r.server is None and r.device_map is not None, _open_local),
     Backend("local", "transformers, the whole target on one device (cpu, cuda[:i])",
-            lambda r: r.server is None and r.device_map is None, "eagle_audit.source.local:open_local"),
+            lambda r: r.server is None and r.device_map is None, _open_local),
 )}
 
 

@@ -74,7 +74,7 @@ def test_served_stage_that_cannot_reach_the_server_says_why(tiny_targets, make_d
 
 def test_no_weights_every_stage_from_the_server(sglang_parts, make_draft, tmp_path):
     """A target directory of config + tokenizer (+ the embedding shard) and a reference server: the stages ask
-    the server backend for every state (eagle_audit/served/source.py) and give the local check's verdicts."""
+    the server backend for every state (eagle_audit/source/server.py) and give the local check's verdicts."""
     from eagle_audit.engines.sglang.launch import sglang_reference
     from eagle_audit.engines.launch import TargetShape
     from served_tiny import HIDDEN, N_LAYERS, without_weights, write_target

@@ -43,7 +43,7 @@ def write_target(path: Path) -> Path:
 
 def without_weights(target: Path, out: Path) -> Path:
     """config.json and the tokenizer of ``target``, plus ``embed_tokens.safetensors``: the embedding and
-    head alone, which the local draft runtime borrows (eagle_audit/served/source.py)."""
+    head alone, which the local draft runtime borrows (eagle_audit/source/server.py)."""
     from safetensors import safe_open
     from safetensors.torch import save_file
 

@@ -59,7 +59,7 @@ def test_a_smollm2_canary_reads_the_same_without_the_weights(sglang_pieces, sgla
 
     from eagle_audit.fingerprint.run import run_fingerprint
     from eagle_audit.prompts import encode, load_prompts
-    from eagle_audit.served.source import StatesServer
+    from eagle_audit.source.server import StatesServer
     from eagle_audit.source.local import LocalSource
 
     canary = train_all(smollm2, audit_cache, log=lambda m: None)["2-15-27"]

@@ -8,6 +8,7 @@ from eagle_audit.capture import capture_states, hooks_left
 from eagle_audit.errors import BadOption
 from eagle_audit.source import (BACKENDS, Backend, CannotGive, SourceRequest, SourceSpec, StateSource, as_source,
                                 open_source)
+from eagle_audit.source.local import open_local
 from eagle_audit.source.memo import Memo
 from eagle_audit.source.spec import Counts
 from eagle_audit.states import State, all_states
@@ -124,12 +125,12 @@ def test_registry_adding_a_backend_is_one_entry(tiny_targets, monkeypatch):
         open_source(SourceRequest("x", backend="nope"))
     with pytest.raises(BadOption, match="does not take this request"):
         open_source(SourceRequest("x", backend="local", server="http://127.0.0.1:1"))
-    # a request with a server goes to the served backend (eagle_audit/served/source.py), the first entry
+    # a request with a server goes to the served backend (eagle_audit/source/server.py), the first entry
     assert next(b for b in BACKENDS.values() if b.accepts(SourceRequest("x", server="http://127.0.0.1:1"))).name == "server"
     # one entry, first in order: it takes requests that carry a server and opens the local target
     monkeypatch.setattr("eagle_audit.source.registry.BACKENDS", {
-        "test-server": Backend("test-server", "a test backend", lambda r: r.server is not None,
-                               "eagle_audit.source.local:open_local"), **BACKENDS})
+        "test-server": Backend("test-server", "a test backend", lambda r: r.server is not None, open_local),
+        **BACKENDS})
     src = open_source(SourceRequest(str(tiny_targets["llama"]), server="http://127.0.0.1:1"))
     assert src.counts.loads == 1
 

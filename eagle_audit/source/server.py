@@ -35,8 +35,8 @@ from ..engines.launch import Capture, TargetShape
 from ..engines.options import ServerOptions, detect
 from ..engines.registry import engine
 from ..errors import param
-from ..source.memo import Memo
-from ..source.spec import (EMBEDDING, GENERATE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, CannotGive, Counts, Forced,
+from .memo import Memo
+from .spec import (EMBEDDING, GENERATE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, CannotGive, Counts, Forced,
                            SourceRequest, SourceSpec)
 from ..states import State
 
