@@ -3,8 +3,8 @@ trained draft that shows the seed failure of this project.
 
 The demo draft (``eagle_audit/data/demo-draft-v2``, shipped in the package, bf16) is a one-layer
 EAGLE-3 draft for SmolLM2 (N = 30, hidden 576) trained on boundaries [0, 3, 16] (the embedding
-output, and the outputs of layers 2 and 15) by ``bench/demo_canary.py``: the target's own
-continuations of bench/canary_prompts.jsonl, a reduced draft vocabulary (``d2t`` / ``t2d``) and a
+output, and the outputs of layers 2 and 15) by ``bench/tools/demo_canary.py``: the target's own
+continuations of bench/data/canary_prompts.jsonl, a reduced draft vocabulary (``d2t`` / ``t2d``) and a
 narrow MLP so the checkpoint stays a few MB. It is written as speculators does: top-level
 ``eagle_aux_hidden_state_layer_ids: [0, 3, 16]``. SGLang reads ids only from the nested
 ``eagle_config``, so it feeds its default [2, 15, 27] instead; ``accept-rate`` shows what that costs.

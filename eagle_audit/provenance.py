@@ -17,6 +17,16 @@ def package_version(pkg: str) -> str | None:
         return None
 
 
+def versions() -> dict[str, str | None]:
+    """The versions every record names: eagle-audit, torch, transformers, Python. A process that never imported torch
+    (``layers --static``) reads torch's version from the package metadata instead of importing it."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return {"eagle_audit": __version__, "torch": torch.__version__ if torch else package_version("torch"),
+            "transformers": package_version("transformers"), "python": platform.python_version()}
+
+
 def engine_convention(name: str, use_installed: bool, notes: list[str]) -> Convention:
     """The engine's rules: probed from the installed engine when there is one (and ``use_installed``),
     else the built-in convention file. Which one is said in ``notes``."""
@@ -35,12 +45,8 @@ def engine_convention(name: str, use_installed: bool, notes: list[str]) -> Conve
 def provenance(*, command: str | None, engine: Convention, trainer: Convention | None, target, prompts: str | None,
                num_prompts: int, tokens: int, notes: list[str], static: bool = False) -> dict[str, Any]:
     """The provenance block shared by every result schema. ``target`` is a LoadedTarget or None (static)."""
-    import sys
-
-    torch = sys.modules.get("torch")  # a static audit never imports torch: read its version from the metadata
     return {
-        "eagle_audit": __version__, "torch": torch.__version__ if torch else package_version("torch"), "transformers": package_version("transformers"),
-        "python": platform.python_version(), "command": command,
+        **versions(), "command": command,
         "engine_rules": engine.to_json(), "trainer_rules": trainer.to_json() if trainer else None,
         "device": target.device if target else None, "dtype": target.dtype if target else None,
         "static": static, "prompts": prompts or "built-in chat set", "num_prompts": num_prompts,

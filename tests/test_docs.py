@@ -70,12 +70,24 @@ def _links(path: Path) -> list[str]:
     return [f for f in found if "://" not in f]
 
 
-@pytest.mark.parametrize("page", ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in DOCS.glob("*.md"))])
+@pytest.mark.parametrize("page", ["README.md", "bench/README.md",
+                                  *sorted(p.relative_to(ROOT).as_posix() for p in DOCS.glob("*.md"))])
 def test_links_resolve(page):
     # a link resolves from the repository root (how the pages name files) or from the page's folder
     missing = [f for f in _links(ROOT / page) if not (ROOT / f).exists() and not (ROOT / page).parent.joinpath(f).exists()]
     assert missing == [], f"{page} links to missing files: {missing}"
     assert "shared/reference" not in (ROOT / page).read_text(), "a clone has no shared/reference"
+
+
+def test_bench_index_names_every_script_and_no_script_sets_sys_path():
+    # bench/README.md is the index (script -> question -> result file -> doc): a script missing from it, or one
+    # that sets sys.path itself instead of asking bench/_support.py, fails here
+    index = (ROOT / "bench" / "README.md").read_text()
+    scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "bench").glob("*/*")
+                     if p.suffix in (".py", ".sh") and p.name != "__init__.py")
+    assert len(scripts) >= 17
+    assert [s for s in scripts if f"`{s}`" not in index] == []
+    assert [s for s in scripts if re.search(r"sys\.path\s*(\[|\.insert|\.append|=)", (ROOT / s).read_text())] == []
 
 
 def test_readme_opens_with_the_two_setup_commands_and_ci_runs_the_second_verbatim():

@@ -1,7 +1,7 @@
 """Train a SmolLM2 canary on the CPU and measure its acceptance under the trained wiring and under the
 seed mis-wiring.
 
-The canary is trained on the target's own greedy continuations of bench/canary_prompts.jsonl
+The canary is trained on the target's own greedy continuations of bench/data/canary_prompts.jsonl
 (207 hand-written prompts, disjoint from the built-in chat set; batched generation with the states
 captured on the way) within ``--budget-s`` (default 600 s: data generation + training; the cosine
 schedule is fitted to the time the data leaves; model loading and evaluation are outside it and
@@ -18,19 +18,18 @@ outputs of layers 2 and 15):
 
 Usage:
 
-    python bench/canary_cpu.py [--trained 2,15,27] [--served 0,3,16] [--budget-s 600] [--threads 2] [--json FILE]
+    python -m bench.evidence.canary_cpu [--trained 2,15,27] [--served 0,3,16] [--budget-s 600] [--threads 2] [--json FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
-from pathlib import Path
 
 import torch
 
+from bench._support import CANARY_PROMPTS, record, write
 from eagle_audit.accept.canary import CanaryOptions, train_canary
 from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
 from eagle_audit.accept.simulate import capture_cases, make_cases, simulate
@@ -38,8 +37,6 @@ from eagle_audit.draft.read import read_draft
 from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.states import State
 from eagle_audit.target import cache_dir, default_target, load_target
-
-HERE = Path(__file__).resolve().parent
 
 
 def main() -> None:
@@ -68,7 +65,7 @@ def main() -> None:
     args.out = args.out or str(cache_dir() / ("bench-canary-" + "-".join(map(str, TRAINED))))
     t_all = time.perf_counter()
     target = load_target(default_target())
-    train_ids = encode(load_prompts(str(HERE / "canary_prompts.jsonl")), target.tokenizer)
+    train_ids = encode(load_prompts(str(CANARY_PROMPTS)), target.tokenizer)
     load0 = os.getloadavg()
     res = train_canary(target, train_ids, CanaryOptions(boundaries=TRAINED, epochs=args.epochs,
                                                         max_new_tokens=args.max_new_tokens, total_budget_s=args.budget_s,
@@ -88,16 +85,14 @@ def main() -> None:
     st = simulate(draft, cases, caps, trained, args.steps)
     sv = simulate(draft, cases, caps, served, args.steps)
     total = time.perf_counter() - t_all
-    out = {"trained_wiring": [s.label() for s in trained], "served_wiring": [s.label() for s in served],
+    out = record(**{"trained_wiring": [s.label() for s in trained], "served_wiring": [s.label() for s in served],
            "accept_length_trained": st.accept_length, "accept_length_served": sv.accept_length,
            "per_position_trained": st.per_position, "per_position_served": sv.per_position,
            "canary": res.to_json(), "eval_seconds": time.perf_counter() - t_eval, "total_seconds": total,
            "num_steps": args.steps, "eval_prompts": len(held), "threads": torch.get_num_threads(),
            "data_plus_train_seconds": res.data_seconds + res.train_seconds, "budget_s": args.budget_s,
-           "loadavg_before_training": load0, "loadavg_after_training": load1, "loadavg_end": os.getloadavg()}
-    if args.json:
-        Path(args.json).write_text(json.dumps(out, indent=2))
-    print(json.dumps(out, indent=2))
+           "loadavg_before_training": load0, "loadavg_after_training": load1, "loadavg_end": os.getloadavg()})
+    write(out, args.json)
     print(f"canary AL trained {st.accept_length:.3f} vs mis-wired {sv.accept_length:.3f}; "
           f"data {res.data_seconds:.0f}s + train {res.train_seconds:.0f}s; total {total:.0f}s")
 

@@ -1,8 +1,8 @@
 """Train a SmolLM2 canary on one GPU in one invocation (~9 minutes) and measure its held-out acceptance
 under the trained wiring and under the seed mis-wiring; write the figures as JSON to ``--out``.
 
-Same protocol as bench/canary_cpu.py, scaled up: the target's greedy continuations of
-bench/canary_prompts.jsonl plus ``--sampled-copies`` seeded sampled continuations per prompt (batched
+Same protocol as bench/evidence/canary_cpu.py, scaled up: the target's greedy continuations of
+bench/data/canary_prompts.jsonl plus ``--sampled-copies`` seeded sampled continuations per prompt (batched
 generation on the GPU, states captured on the way), a longer ``--max-new-tokens``, bf16 autocast with
 float32 master weights, and a training schedule fitted to the time left. Evaluation: held-out prompts
 (the first ``--eval-prompts`` of the built-in chat set, which training never sees), chain mode, 3 draft
@@ -17,7 +17,7 @@ Wirings (the project's seed pair):
 
 Usage (one invocation does everything; no network):
 
-    python bench/canary_gpu.py --target /path/to/SmolLM2-135M-Instruct.Q4_1.gguf --out canary_gpu.json
+    python -m bench.evidence.canary_gpu --target /path/to/SmolLM2-135M-Instruct.Q4_1.gguf --out canary_gpu.json
 
 Budget: ``--total-budget-s`` (default 500) covers loading, data, both trainings and evaluation; the
 training schedules are fitted to what is left (evaluation is budgeted at ``--eval-reserve-s``).
@@ -26,15 +26,13 @@ training schedules are fitted to what is left (evaluation is budgeted at ``--eva
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from bench._support import CANARY_PROMPTS, record, write
 from eagle_audit.accept.canary import CanaryOptions, make_data, train_canary
 from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
 from eagle_audit.accept.simulate import capture_cases, make_cases, simulate
@@ -42,8 +40,6 @@ from eagle_audit.draft.read import read_draft
 from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.states import State
 from eagle_audit.target import default_target, load_target
-
-HERE = Path(__file__).resolve().parent
 
 
 def _parse(s: str) -> tuple[int, ...]:
@@ -61,7 +57,7 @@ def main() -> None:
     ap.add_argument("--served", default="0,3,16")
     ap.add_argument("--no-reverse", action="store_true", help="train only the --trained canary")
     ap.add_argument("--reverse-share", type=float, default=0.35, help="share of the training time for canary B")
-    ap.add_argument("--prompts", default=str(HERE / "canary_prompts.jsonl"))
+    ap.add_argument("--prompts", default=str(CANARY_PROMPTS))
     ap.add_argument("--max-new-tokens", type=int, default=384)
     ap.add_argument("--sampled-copies", type=int, default=7, help="sampled continuations per prompt (besides greedy)")
     ap.add_argument("--temperature", type=float, default=0.8)
@@ -127,14 +123,11 @@ def main() -> None:
                         "per_position_trained": list(st.per_position), "per_position_served": list(sv.per_position),
                         "canary_dir": str(out_dir), "canary": res.to_json()})
     total = time.perf_counter() - t_all
-    dev_name = torch.cuda.get_device_name(0) if args.device.startswith("cuda") and torch.cuda.is_available() else "cpu"
-    out = {"schema": "eagle-audit/bench-canary-gpu/1", "results": results, "data_seconds": data_seconds,
+    out = record(**{"schema": "eagle-audit/bench-canary-gpu/1", "results": results, "data_seconds": data_seconds,
            "data_sequences": len(data), "data_tokens": sum(len(d.ids) for d in data), "eval_seconds": t_eval_total,
            "total_seconds": total, "num_steps": args.steps, "eval_prompts": len(held),
-           "eval_max_new_tokens": args.eval_max_new_tokens, "device": dev_name, "torch": torch.__version__,
-           "host": platform.node(), "pid": os.getpid(), "args": vars(args)}
-    Path(args.out).write_text(json.dumps(out, indent=2))
-    print(json.dumps(out, indent=2))
+           "eval_max_new_tokens": args.eval_max_new_tokens, "args": vars(args)})
+    write(out, args.out)
     for r in results:
         print(f"canary {r['trained_wiring']}: AL trained {r['accept_length_trained']:.3f} vs served "
               f"{r['served_wiring']} {r['accept_length_served']:.3f}")

@@ -1,7 +1,7 @@
 """What each kind of evidence adds to `fingerprint` (issue 18, part 2): measured on drafts of known wiring.
 
 Drafts: the test canaries (``tests/fingerprint/fp_canaries.py``, eagle-audit's trainer, step-0 training) and
-drafts trained by speculators 0.9.0's own loop (``bench/trainer_fixtures.py``; ``--fixture NAME=DIR:B2,B15,B27``).
+drafts trained by speculators 0.9.0's own loop (``bench/evidence/trainer_fixtures.py``; ``--fixture NAME=DIR:B2,B15,B27``).
 Per draft, corpus and setting, every slot's outcome against the truth (exact / ambiguous with the truth /
 undetermined / wrong), the truth's separation from its closest other state (``z``: the margin over the interval's
 half-width, > 1 separated; only where the truth is the best), and the seconds the search + judgement took.
@@ -17,7 +17,7 @@ half-width, > 1 separated; only where the truth is the best), and the seconds th
 * ``coverage``: for the truth against each state one or two boundaries away, the share of per-group 99% intervals
   (groups of ``--group`` prompts) that cover the margin measured on the whole corpus.
 
-    OMP_NUM_THREADS=1 python bench/fingerprint_evidence.py --out bench/results/fingerprint_evidence_cpu.json
+    OMP_NUM_THREADS=1 python -m bench.evidence.fingerprint_evidence --out bench/results/fingerprint_evidence_cpu.json
 """
 
 from __future__ import annotations
@@ -25,15 +25,15 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "fingerprint")]
+from bench._support import CANARY_PROMPTS, record, test_helpers
+
+test_helpers("fingerprint")  # fp_canaries
 
 
 def log(m: str) -> None:
@@ -210,7 +210,7 @@ def main() -> int:
         d, states = rest.rsplit(":", 1)
         drafts[name] = (Path(d), tuple(State(int(x.lstrip("B"))) for x in states.split(",")), "fixture")
     builtin = load_prompts(None)
-    held = load_prompts(str(ROOT / "bench" / "canary_prompts.jsonl"))[-args.fixture_prompts:]
+    held = load_prompts(str(CANARY_PROMPTS))[-args.fixture_prompts:]
     corpora_of = {  # name -> (prompts, new tokens, for which drafts)
         "train-chat": (builtin[8:16], 96, "canary"),  # the canaries' training prompts (the tests' corpus)
         "heldout-chat": (builtin[:8], args.max_new, "canary"),
@@ -221,10 +221,10 @@ def main() -> int:
     if args.second_round:
         import tempfile
 
-        lines = (ROOT / "bench" / "canary_prompts.jsonl").read_text().splitlines()[-args.fixture_prompts:]
+        lines = CANARY_PROMPTS.read_text().splitlines()[-args.fixture_prompts:]
         pf = Path(tempfile.mkdtemp()) / "held_out.jsonl"
         pf.write_text("".join(ln + "\n" for ln in lines))
-        rec = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared)", "second_round": {}}
+        rec = record(second_round={})
         for dname, (ddir, truth, k) in drafts.items():
             if k == "fixture":
                 rec["second_round"][dname] = second_round(gguf, ddir, truth, str(pf), args.fixture_prompts // 2,
@@ -234,11 +234,7 @@ def main() -> int:
     wanted = args.corpora.split(",")
     if args.fixture and not any(c.startswith("fixture") for c in wanted):
         wanted += ["fixture-chat", "fixture-plain"]
-    rec = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), torch threads "
-                      f"{torch.get_num_threads()}", "torch": torch.__version__, "args": vars(args), "runs": []}
-    import transformers
-
-    rec["transformers"] = transformers.__version__
+    rec = record(torch_threads=torch.get_num_threads(), args=vars(args), runs=[])
     for cname in dict.fromkeys(wanted):
         prompts, new, kind = corpora_of[cname]
         if not any(k == kind for _, _, k in drafts.values()):

@@ -3,10 +3,10 @@
 One draft of known wiring (``--draft DIR --truth B2,B15,B27``; default: the SpecForge 0.2.0 H200 draft under .dev/),
 chat prompts it was not trained on, in this order (``--sizes`` takes the first n of them):
 
-1. the last 40 of ``bench/canary_prompts.jsonl`` (``bench/trainer_fixtures.py`` trains on its first 167 and
+1. the last 40 of ``bench/data/canary_prompts.jsonl`` (``bench/evidence/trainer_fixtures.py`` trains on its first 167 and
    holds these out: the GPU run's 40 held-out prompts);
 2. the built-in ``eagle_audit/data/chat_prompts.jsonl`` without the ones that are also among the 167 trained on;
-3. ``bench/heldout_prompts.jsonl`` (written for this measurement: none equal to, or sharing half its content
+3. ``bench/data/heldout_prompts.jsonl`` (written for this measurement: none equal to, or sharing half its content
    words with, a prompt of the two files above).
 
 The target (SmolLM2-135M-Instruct, the GGUF the tests convert) continues every prompt greedily once
@@ -26,9 +26,9 @@ true, for the estimator in ``eagle_audit/fingerprint/intervals.py`` and, for com
 the ``uninformed`` guard is not applied there, so a shallow slot the draft barely uses is counted too).
 Per size also the claims, findings and fix against SGLang (``run.compare``) and each slot's use margin.
 
-    OMP_NUM_THREADS=1 python bench/fingerprint_growth.py --draft .dev/specforge-default/draft \\
+    OMP_NUM_THREADS=1 python -m bench.evidence.fingerprint_growth --draft .dev/specforge-default/draft \\
         --sizes 40,80,160 --sequences seqs.json --table table.pt --out bench/results/fingerprint_growth_cpu.json
-    OMP_NUM_THREADS=1 python bench/fingerprint_growth.py --calibrate-only --calibrate 200 --table table.pt --out ...
+    OMP_NUM_THREADS=1 python -m bench.evidence.fingerprint_growth --calibrate-only --calibrate 200 --table table.pt --out ...
 
 (1 torch thread: with 2 on a shared 2-core box, OpenMP barriers made generation over 5x slower.)
 """
@@ -39,15 +39,13 @@ import argparse
 import json
 import math
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT)]
+from bench._support import CANARY_PROMPTS, HELDOUT_PROMPTS, ROOT, record
 
 
 def log(m: str) -> None:
@@ -58,11 +56,11 @@ def held_out_prompts():
     """The chat prompts in the order above, and where each part came from."""
     from eagle_audit.prompts import load_prompts
 
-    canary = load_prompts(str(ROOT / "bench" / "canary_prompts.jsonl"))
+    canary = load_prompts(str(CANARY_PROMPTS))
     trained = set(canary[:167])
     first = list(canary[-40:])
     builtin = [p for p in load_prompts(None) if p not in trained]
-    extra = list(load_prompts(str(ROOT / "bench" / "heldout_prompts.jsonl")))
+    extra = list(load_prompts(str(HELDOUT_PROMPTS)))
     allp = first + builtin + extra
     assert not set(allp) & trained and len(set(allp)) == len(allp), "a held-out prompt repeats or was trained on"
     return allp, {"canary_prompts[-40:]": len(first), "chat_prompts (not trained on)": len(builtin),
@@ -349,11 +347,8 @@ def main() -> int:
     t0 = time.perf_counter()
     target = load_target(gguf)
     log(f"target loaded ({time.perf_counter() - t0:.1f}s)")
-    import transformers
-
-    rec = {"machine": f"{platform.machine()}, {os.cpu_count()} CPUs (shared), torch threads {torch.get_num_threads()}",
-           "torch": torch.__version__, "transformers": transformers.__version__, "args": vars(args),
-           "draft": args.draft, "truth": [s.label() for s in truth], "prompts": parts, "sizes": []}
+    rec = record(torch_threads=torch.get_num_threads(), args=vars(args),
+                 draft=args.draft, truth=[s.label() for s in truth], prompts=parts, sizes=[])
     fixture = Path(args.draft).parent / "fixture.json"
     if fixture.is_file():
         rec["fixture"] = {k: v for k, v in json.loads(fixture.read_text()).items() if k in ("trainer", "truth", "machine")}

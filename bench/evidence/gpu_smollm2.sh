@@ -3,7 +3,7 @@
 # tool carries at most 64 MiB a call), install the carried gguf wheel, then run the real target on
 # CUDA in bf16: the layers audit, accept-rate, and the GPU canary benchmark.
 #   call 1:  mkdir -p /root/smol && cp .gpu/a/smolpart.aa /root/smol/        (carry .gpu/a)
-#   call 2:  bash bench/gpu_smollm2.sh                                       (carry .gpu/b)
+#   call 2:  bash bench/evidence/gpu_smollm2.sh                                 (carry .gpu/b)
 set -euo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -26,6 +26,6 @@ print("dtype", g["provenance"]["dtype"], "vs", c["provenance"]["dtype"])
 print("verdict", g["verdict"], c["verdict"], "codes", [f["code"] for f in g["findings"]] == [f["code"] for f in c["findings"]])
 print("slot cosines bf16 cuda", [round(s["cosine"], 4) for s in g["slots"]], "fp32 cpu", [round(s["cosine"], 4) for s in c["slots"]])
 PY
-if [ -f bench/canary_gpu.py ]; then
-  timeout 560 python3 bench/canary_gpu.py --target $T --out "$OUT/canary_gpu.json" 2>&1 | tail -30
+if [ -f bench/evidence/canary_gpu.py ]; then
+  timeout 560 python3 -m bench.evidence.canary_gpu --target $T --out "$OUT/canary_gpu.json" 2>&1 | tail -30
 fi

@@ -3,7 +3,7 @@ the SGLang test server against the local one.
 
 Steps (one process):
 
-* ``make``: the Llama-3.1-8B-shaped random bf16 target and 3-slot draft of bench/gpu_8b.py, and a copy of
+* ``make``: the Llama-3.1-8B-shaped random bf16 target and 3-slot draft of bench/speed/gpu_8b.py, and a copy of
   the target without weights (config, tokenizer, ``embed_tokens.safetensors``: the embedding and head alone,
   what the local draft runtime borrows).
 * ``thresholds``: every boundary B0..BN over the audit prompts, captured in bf16 and in fp32 (same weights,
@@ -21,20 +21,19 @@ Steps (one process):
   continuation from the server (``states_server``): verdicts, findings, slot cosines, accept lengths and the
   backend each run's states came from (``provenance.source``).
 
-Run: python bench/served_gpu.py --work /root/w8b --tokenizer DIR --wheel SGLANG_WHEEL --out results.json [--tiny]
+Run: python -m bench.evidence.served_gpu --work /root/w8b --tokenizer DIR --wheel SGLANG_WHEEL --out results.json [--tiny]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests"), str(HERE.parent / "tests" / "served"), str(HERE.parent / "tests" / "engine"),
-                str(HERE.parent)]
+from bench._support import record, test_helpers, write
+
+test_helpers("served", "engine")  # sglang_server, sglang_pieces, served_tiny; sglang_engine; tests/ for wheels
 
 
 def sync(dev):
@@ -261,29 +260,23 @@ def main() -> None:
     ap.add_argument("--device", default="cuda")
     a = ap.parse_args()
     if a.thresholds_of:
-        import torch
         from transformers import AutoTokenizer
 
         from eagle_audit.prompts import encode, load_prompts
 
         prompts = encode(load_prompts(None, 8), AutoTokenizer.from_pretrained(a.thresholds_of), 256)
-        res = {"target": a.thresholds_of, "device": a.device, "torch": torch.__version__, "prompt_tokens": [len(p) for p in prompts],
-               "thresholds": thresholds(a.thresholds_of, a.device, prompts)}
+        res = record(target=a.thresholds_of, device_used=a.device, prompt_tokens=[len(p) for p in prompts],
+                     thresholds=thresholds(a.thresholds_of, a.device, prompts))
         Path(a.out).write_text(json.dumps(res, indent=1))
         print(json.dumps({k: v for k, v in res["thresholds"].items() if k != "per_boundary"}, indent=1))
         return
-    import gpu_8b
+    from bench.speed import gpu_8b
 
     dev = "cpu" if a.tiny else "cuda"
     gpu_8b.TINY, gpu_8b.DEV = a.tiny, dev
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
-    res: dict = {}
-    import torch
-    import transformers
-
-    res["versions"] = {"torch": torch.__version__, "transformers": transformers.__version__,
-                       "device": torch.cuda.get_device_name() if dev == "cuda" else "cpu"}
+    res: dict = record()
     t0 = time.perf_counter()
     made = gpu_8b.make(work, Path(a.tokenizer)) if "make" in a.steps else {
         "target": str(work / "llama-8b-random"), "draft": str(work / "eagle3-8b-random")}
@@ -306,8 +299,7 @@ def main() -> None:
         Path(a.out).write_text(json.dumps(res, indent=1))
     if "devmap" in a.steps:
         res["devmap"] = devmap(made["target"], str(bare), made["draft"], a.wheel, dev)
-    Path(a.out).write_text(json.dumps(res, indent=1))
-    print(json.dumps({k: v for k, v in res.items() if k != "thresholds"}, indent=1))
+    write(res, a.out)
     if "thresholds" in res:
         print(json.dumps({k: v for k, v in res["thresholds"].items() if k != "per_boundary"}, indent=1))
 

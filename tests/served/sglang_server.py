@@ -89,7 +89,7 @@ class Target:
 class FakeSGLang:
     def __init__(self, pieces: SGLangPieces, engine: EngineRun, argv: list[str], target_path, architecture: str,
                  faults: Faults = Faults(), target: "Target | None" = None, parsed=None):
-        """``parsed``: the launch line already parsed (bench/served_gpu.py on a machine without msgspec, which
+        """``parsed``: the launch line already parsed (bench/evidence/served_gpu.py on a machine without msgspec, which
         SGLang's parser needs; the tests always parse here)."""
         self.pieces, self.faults = pieces, faults
         self.target = target or Target(target_path)

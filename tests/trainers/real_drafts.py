@@ -16,7 +16,7 @@ What is swapped, and why:
   concatenated in id order, ``verifier_last_hidden_states``, ``loss_mask``) from eagle-audit's state source
   (transformers). Which state an id names is vLLM's (IN-k = ``B_k``; the verifier state is ``B_N``, pre-norm:
   docs/trainers.md, checked against the wheels by tests/trainers).
-* the text: the target's own generations of chat prompts (``bench/canary_prompts.jsonl``), chat-templated with
+* the text: the target's own generations of chat prompts (``bench/data/canary_prompts.jsonl``), chat-templated with
   the target's template, loss on the assistant tokens (what speculators' ``data_generation`` builds from
   regenerated responses; its preprocessing imports ``httpx`` and ``datasets``, absent here).
 * the draft decoder config: ``train/cli.py create_transformer_layer_config`` imports the CLI's pydantic-settings
@@ -230,4 +230,4 @@ def write_record(path: Path, record: dict) -> None:
 
 
 if __name__ == "__main__":  # pragma: no cover - a quick manual check
-    sys.exit("use bench/trainer_fixtures.py")
+    sys.exit("use python -m bench.evidence.trainer_fixtures")

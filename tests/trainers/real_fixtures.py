@@ -4,7 +4,7 @@ Four SmolLM2-135M-Instruct drafts, each trained by the trainer's own loop (``rea
 0.9.0; ``specforge_drafts.py``: SpecForge 0.2.0's data preparation, ``specforge train`` and ``specforge
 export``; each module says what runs from the wheel and what is swapped), on the trainer's default wiring and
 one explicit wiring, on the same small text: the target's own responses to the first :data:`TRAIN_PROMPTS`
-chat prompts of ``bench/canary_prompts.jsonl`` (SpecForge's chat template). The held-out prompts are the last
+chat prompts of ``bench/data/canary_prompts.jsonl`` (SpecForge's chat template). The held-out prompts are the last
 :data:`EVAL_PROMPTS` of that file (never trained on).
 
 Each fixture is ``<cache>/trainer-fixtures-v<VERSION>/<name>/``: ``draft/`` (the trainer's own layout:
@@ -41,7 +41,7 @@ FIXTURES = {"specforge-default": ("specforge", None), "specforge-5-12-21": ("spe
             "speculators-default": ("speculators", None), "speculators-4-11-24": ("speculators", [4, 11, 24])}
 SPECULATORS = dict(epochs=4, lr=3e-3, total_seq_len=1024, attn="eager")
 SPECFORGE = dict(epochs=4, lr=3e-3, batch_size=2, max_length=512, attention="sdpa")
-PROMPTS = HERE.parent.parent / "bench" / "canary_prompts.jsonl"
+PROMPTS = HERE.parent.parent / "bench" / "data" / "canary_prompts.jsonl"
 
 
 def root(cache: Path) -> Path:

@@ -32,7 +32,7 @@ What is swapped, and why:
   ``i`` in ``layers_to_capture``, ``hidden_states + residual`` before layer ``i`` (llama.py:407-409) = boundary
   ``B_i``; the final state after ``self.norm`` (llama.py:426), which SpecForge's logits-processor patch passes
   on as ``last_hidden_states`` (``offline_capture/sglang_backend/utils.py``: ``pruned_states``) = ``B_N+norm``.
-* the text: the target's own responses to chat prompts (``bench/canary_prompts.jsonl``), as SpecForge's
+* the text: the target's own responses to chat prompts (``bench/data/canary_prompts.jsonl``), as SpecForge's
   ``scripts/regenerate_train_data.py`` would make them through an SGLang server (none here): generated with
   transformers from the same chat template SpecForge applies (its ``qwen`` template's system prompt).
 * the HF ``datasets`` package (absent): ``generate_vocab_mapping_file`` and the script index a dataset by

@@ -1,0 +1,1 @@
+"""Builders that are not benchmarks: the shipped demo draft, composed prompts."""
