@@ -16,6 +16,7 @@ Every pipeline's bare layer ids are converted to this coordinate at the edge, in
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 from .errors import AuditError, param
 
@@ -53,6 +54,11 @@ class State:
 
 #: how messages name the trained states when given directly (the ``trained_boundaries`` parameter)
 TRAINED_BOUNDARIES = param("trained_boundaries")
+
+
+def labels(states: Iterable[State]) -> str:
+    """A wiring as findings and notes write it: ``[B0, B3, B16]``."""
+    return "[" + ", ".join(s.label() for s in states) + "]"
 
 
 def final_normed(num_layers: int) -> State:

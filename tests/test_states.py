@@ -3,7 +3,7 @@
 import pytest
 
 from eagle_audit.errors import AuditError, param
-from eagle_audit.states import State, all_states, final_normed, parse_states
+from eagle_audit.states import State, all_states, final_normed, labels, parse_states
 
 
 def test_state_rejects_negative_boundary():
@@ -30,6 +30,8 @@ def test_labels_and_descriptions_name_the_residual_stream():
     assert State(n).describe(n) == "output of the last layer (29), before the final norm"
     assert final_normed(n).describe(n) == "final state after the final norm"
     assert State(7).to_json() == {"boundary": 7, "normed": False, "label": "B7"}
+    assert labels((State(0), State(3), final_normed(n))) == "[B0, B3, B30+norm]"
+    assert labels(iter([State(2)])) == "[B2]" and labels(()) == "[]"
 
 
 def test_all_states_are_every_boundary_plus_the_post_norm_state():

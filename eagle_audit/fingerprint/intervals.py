@@ -2,8 +2,7 @@
 t quantile, the paired cluster-robust interval (:func:`paired_interval`) and the tokens at which a margin
 would be separated (:func:`tokens_to_separate`). Used by the scorer (each scored token's unit,
 :mod:`eagle_audit.fingerprint.score`) and the search's judgement (:mod:`eagle_audit.fingerprint.search`);
-it imports neither (until 2026-12-01 these lived in ``search.py``, which imports ``score.py``, so ``score.py``
-imported ``search.py`` back inside a function).
+it imports neither, so neither imports the other for them.
 """
 
 from __future__ import annotations

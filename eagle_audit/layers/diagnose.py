@@ -19,7 +19,7 @@ from ..draft.read import DraftSpec
 from ..errors import param
 from ..draft.fit import check_target_fit
 from ..resolution import BLOCKS, Resolution
-from ..states import State
+from ..states import State, labels
 from ..target import TargetInfo
 from .checks import CHECKS, Check, Context, Measured, check
 from .result import Finding, Slot
@@ -34,10 +34,6 @@ class SlotStats:
     cosine: float | None
     nearest: State | None
     nearest_cosine: float | None
-
-
-def _labels(states) -> str:
-    return "[" + ", ".join(s.label() for s in states) + "]"
 
 
 def slot_verdict(trained: State | None, served: State | None) -> str:
@@ -158,7 +154,7 @@ def ids_not_read(ctx: Context) -> Iterable[Finding]:
         "IDS_NOT_READ", "error" if differs else "warning", None,
         f"The draft declares ids in {places}, which {ctx.eng} does not read (it reads: "
         f"{', '.join(place_key(p) for p in served.id_places) or 'nothing'}); it falls back to its default "
-        f"{served.wiring.case.split('default ', 1)[-1]} = {_labels(served.states)}.",
+        f"{served.wiring.case.split('default ', 1)[-1]} = {labels(served.states)}.",
         "The engine never sees the ids the draft was trained with; every slot that differs from the default "
         "feeds the draft a state it never saw." if differs else
         "The default happens to equal the trained states, so nothing is lost now; any change of ids would be ignored.",
@@ -203,7 +199,7 @@ def aux_count_mismatch(ctx: Context) -> Iterable[Finding]:
     if len(served.states) != aux and not served.dropped and served.wiring.failure is None:
         yield Finding(
             "AUX_COUNT_MISMATCH", "error", None,
-            f"{ctx.eng} feeds {len(served.states)} states {_labels(served.states)}, but fc takes {aux}.",
+            f"{ctx.eng} feeds {len(served.states)} states {labels(served.states)}, but fc takes {aux}.",
             "The concatenated width does not match fc: a shape error at the first draft forward.", FIX_REF)
 
 
@@ -219,8 +215,8 @@ def order_mismatch(ctx: Context) -> Iterable[Finding]:
     if _same_set_reordered(ctx):
         yield Finding(
             "ORDER_MISMATCH", "error", None,
-            f"Trained on {_labels(ctx.trained.states)} in that order; {ctx.eng} concatenates "
-            f"{_labels(ctx.served.states)}.",
+            f"Trained on {labels(ctx.trained.states)} in that order; {ctx.eng} concatenates "
+            f"{labels(ctx.served.states)}.",
             "The right states arrive in the wrong fc column blocks: each block of fc multiplies a state it was not "
             "trained on.", FIX_REF)
 
@@ -400,7 +396,7 @@ def trained_wiring_differs(ctx: Context) -> Iterable[Finding]:
     yield Finding(
         "TRAINED_WIRING_DIFFERS", "error", None,
         f"The weights were trained on {measured} (fingerprint), but {m.declared.convention} "
-        f"({m.declared.ids_source}) declares {_labels(m.declared.states)}.",
+        f"({m.declared.ids_source}) declares {labels(m.declared.states)}.",
         "Everything configured from the declared wiring (the engine's ids, an audit's trained side) feeds the draft "
         "states it was not trained on.",
         f"Declare the measured wiring ({m.hint}) and apply the config change below." if m.hint else FIX_REF)

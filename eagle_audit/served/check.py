@@ -7,11 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-import numpy as np
-
 from ..layers.result import Finding
 from ..states import State
-from .compare import ASSUMED_SERVED_DTYPE, SlotMatch, compare_slots, served_findings, thresholds_for
+from .compare import ASSUMED_SERVED_DTYPE, SlotMatch, compare_slots, local_boundaries, served_findings, thresholds_for
 from ..engines.launch import Capture, TargetShape
 from ..source.server import StatesServer, server_capture
 
@@ -49,22 +47,12 @@ def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[in
     if progress:
         progress(len(prompts_ids), len(prompts_ids))
     everything = tuple(State(k) for k in range(info.num_layers + 1))
-    local: dict[State, list] = {s: [] for s in everything}
-    for r in served:
-        caps = source.teacher_forced([list(r.token_ids)], everything)[0].states
-        for s in everything:
-            local[s].append(caps[s].float().cpu().numpy())
     cos_min, rel_max = thresholds_for(capture.dtype or ASSUMED_SERVED_DTYPE, source.dtype)
-    table = compare_slots([r.states for r in served], {s: np.concatenate(v) for s, v in local.items()},
+    table = compare_slots([r.states for r in served], local_boundaries(source, served, everything),
                           capture.states, cos_min, rel_max)
-    where = f"{capture.engine} server {server.url}"
-    findings = []
-    for slot, want in enumerate(served_states):
-        for m in table:
-            if m.expected == want:
-                for f in served_findings([m], engine_title, where):
-                    findings.append(Finding(f.code, f.severity, slot, f.what.replace(f"slot {m.slot}:", f"slot {slot}:", 1),
-                                            f.why, f.fix))
-                break
-    return ServedCheck(server, capture, table, tuple(findings), sum(len(r.token_ids) for r in served),
-                       (cos_min, rel_max))
+    # each draft slot reported by the server slot that carries the state the rules say it is fed (the first such)
+    fed = [(slot, next((m for m in table if m.expected == want), None)) for slot, want in enumerate(served_states)]
+    fed = [(slot, m) for slot, m in fed if m is not None]
+    findings = served_findings([m for _, m in fed], engine_title, f"{capture.engine} server {server.url}",
+                               slots=[slot for slot, _ in fed])
+    return ServedCheck(server, capture, table, findings, sum(len(r.token_ids) for r in served), (cos_min, rel_max))

@@ -111,23 +111,26 @@ def compare_slots(served: Sequence[np.ndarray], local: Mapping[State, np.ndarray
     return tuple(out)
 
 
-def served_findings(matches: Sequence[SlotMatch], engine: str, source: str) -> tuple[Finding, ...]:
-    """ENGINE_STATE_MISMATCH / ENGINE_STATE_SHIFTED for the slots that are not what the rules say."""
+def served_findings(matches: Sequence[SlotMatch], engine: str, source: str,
+                    slots: Sequence[int] | None = None) -> tuple[Finding, ...]:
+    """ENGINE_STATE_MISMATCH / ENGINE_STATE_SHIFTED for the slots that are not what the rules say. ``slots``: the
+    slot each match is reported as, in order (``layers --server``: the draft's slot that server slot feeds); by
+    default the server's own slot index."""
     out = []
-    for m in matches:
+    for m, slot in zip(matches, slots if slots is not None else [m.slot for m in matches], strict=True):
         if m.verdict == "shifted":
             out.append(Finding(
-                "ENGINE_STATE_SHIFTED", "error", m.slot,
-                f"slot {m.slot}: {engine} serves {m.matched.label()} where its rules say {m.expected.label()} "
+                "ENGINE_STATE_SHIFTED", "error", slot,
+                f"slot {slot}: {engine} serves {m.matched.label()} where its rules say {m.expected.label()} "
                 f"(cosine with {m.expected.label()} {m.cosine:.4f}, with {m.matched.label()} {m.nearest_cosine:.4f}; "
                 f"{m.tokens} tokens, {source})",
                 "this build captures at another boundary than the engine's source says: the draft is fed another "
                 "state than the audit of the rules assumed",
-                f"treat slot {m.slot} as {m.matched.label()}: the fix must target what this server really captures"))
+                f"treat slot {slot} as {m.matched.label()}: the fix must target what this server really captures"))
         elif m.verdict == "mismatch":
             out.append(Finding(
-                "ENGINE_STATE_MISMATCH", "error", m.slot,
-                f"slot {m.slot}: the state {engine} serves equals no boundary (expected {m.expected.label()}: "
+                "ENGINE_STATE_MISMATCH", "error", slot,
+                f"slot {slot}: the state {engine} serves equals no boundary (expected {m.expected.label()}: "
                 f"token-mean cosine {m.cosine:.4f}, min {m.min_cosine:.4f}, relative error {m.rel_error:.3f}; "
                 f"nearest {m.nearest.label()} at cosine {m.nearest_cosine:.4f}; {source})",
                 "the running engine corrupts the capture (per-rank partial sums, a wrong gather, zeros, other "

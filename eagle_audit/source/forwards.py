@@ -156,10 +156,7 @@ def decode_states(target, prompts: Sequence[Sequence[int]], states: Sequence[Sta
     temperature)`` with one generator seeded ``seed`` on the input device, drawn batch after batch in
     length order (the same seed and prompts give the same text). States are gathered as float32 on
     ``out_device`` after every forward. Padding changes rounding, so this is for training data (the
-    simulation continues one prompt at a time: :func:`greedy_generate`). Not memoised.
-
-    Moved here from ``accept/canary.py``'s ``generate_data`` (2026-12-01) unchanged: the canary data is
-    bit-identical (measured on a tiny random Llama and SmolLM2-135M, greedy and sampled)."""
+    simulation continues one prompt at a time: :func:`greedy_generate`). Not memoised."""
     model, dev, eos = target.model, target.input_device, eos_ids(target)
     states = tuple(states)
     pad = min(eos) if eos else 0
