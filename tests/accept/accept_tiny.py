@@ -1,9 +1,12 @@
-"""Tiny random models for the accept tests: a Llama target built from a config, and drafts for it."""
+"""Tiny random models for the accept and runtime tests: a Llama target built from a config, and drafts for it;
+the session fixtures ``tiny_target_dir`` / ``tiny_target`` (imported by tests/accept/conftest.py and
+tests/runtime/conftest.py: one instance per folder)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from eagle_audit.draft.write import draft_config, random_weights, write_draft
@@ -14,6 +17,18 @@ SMOL_MISWIRED = (0, 3, 16)  # the demo draft's wiring
 SMOL_CANARY_VERSION = 4
 
 N_LAYERS, HIDDEN, VOCAB = 6, 64, 49152  # SmolLM2's vocabulary, so its tokenizer can be reused
+
+
+@pytest.fixture(scope="session")
+def tiny_target_dir(tmp_path_factory) -> Path:
+    return write_tiny_target(tmp_path_factory.mktemp("tiny") / "target")
+
+
+@pytest.fixture(scope="session")
+def tiny_target(tiny_target_dir):
+    from eagle_audit.target import load_target
+
+    return load_target(str(tiny_target_dir))
 
 
 def tiny_prompts(n: int, seed: int = 0) -> list[list[int]]:

@@ -10,23 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from accept_tiny import SMOL_BOUNDARIES, SMOL_CANARY_VERSION, TINY_BOUNDARIES, tiny_prompts, write_tiny_target
+from accept_tiny import SMOL_BOUNDARIES, SMOL_CANARY_VERSION, TINY_BOUNDARIES, tiny_prompts
+from accept_tiny import tiny_target, tiny_target_dir  # noqa: F401  (fixtures, shared with tests/runtime/)
 
 
 def _canary_cache() -> Path:
     return Path(os.environ.get("EAGLE_AUDIT_CACHE", Path.home() / ".cache" / "eagle-audit-test"))
-
-
-@pytest.fixture(scope="session")
-def tiny_target_dir(tmp_path_factory) -> Path:
-    return write_tiny_target(tmp_path_factory.mktemp("tiny") / "target")
-
-
-@pytest.fixture(scope="session")
-def tiny_target(tiny_target_dir):
-    from eagle_audit.target import load_target
-
-    return load_target(str(tiny_target_dir))
 
 
 @pytest.fixture(scope="session")

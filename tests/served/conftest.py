@@ -1,40 +1,10 @@
-"""Fixtures of the served-states tests: SGLang's pieces from the 0.5.23 wheel, the engine's capture code
-(tests/engine/sglang_engine.py), and a tiny random Llama target (float32) the test servers run."""
+"""Fixtures of the served-states tests (tests/served/served_fixtures.py, shared with tests/engines/)."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "engine"))
 
-
-
-@pytest.fixture(scope="session")
-def sglang_pieces(sglang_wheel, tmp_path_factory):
-    from sglang_pieces import SGLangPieces
-
-    return SGLangPieces(sglang_wheel, tmp_path_factory.mktemp("sglang-src"))
-
-
-@pytest.fixture(scope="session")
-def sglang_capture(sglang_wheel):
-    from sglang_engine import EngineRun
-
-    return EngineRun(sglang_wheel)
-
-
-@pytest.fixture(scope="session")
-def served_target(tmp_path_factory) -> Path:
-    from served_tiny import write_target
-
-    return write_target(tmp_path_factory.mktemp("served") / "target")
-
-
-@pytest.fixture(scope="session")
-def served_target_no_weights(served_target, tmp_path_factory) -> Path:
-    from served_tiny import without_weights
-
-    return without_weights(served_target, tmp_path_factory.mktemp("served-cfg") / "target")
+from served_fixtures import sglang_capture, sglang_pieces, served_target, served_target_no_weights  # noqa: E402,F401
