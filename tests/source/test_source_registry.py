@@ -1,0 +1,50 @@
+"""eagle_audit/source/registry.py's ``source_request``, the one place an audit's options become a request
+(weights here: the local backend, a server only compared against; no weights here: every state from the
+server), and the local backend's refusal of a state the target does not have."""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from eagle_audit.source import SourceRequest, open_source
+from eagle_audit.source.registry import source_request
+from eagle_audit.states import State
+
+SERVER = SimpleNamespace(url="http://127.0.0.1:9")  # never contacted: a request only names it
+
+
+def _opts(target, states_server=None):
+    return SimpleNamespace(target=target, device="cpu", dtype="float32", states_server=states_server)
+
+
+def test_without_a_server_the_request_is_local_with_the_device_map(tiny_targets):
+    path = tiny_targets["llama"].path
+    assert source_request(_opts(path)) == SourceRequest(str(path), "cpu", "float32", None)
+    assert source_request(_opts(path), device_map="auto").device_map == "auto"
+    # an options object without the attribute at all (train-canary's, a user's) is the same
+    assert source_request(SimpleNamespace(target=path, device="cpu", dtype="auto")).server is None
+
+
+def test_a_server_with_weights_here_leaves_the_states_local(tiny_targets):
+    req = source_request(_opts(tiny_targets["llama"].path, SERVER), device_map="auto")
+    assert req.server is None and req.options == {} and req.device_map == "auto"
+
+
+def test_a_server_without_weights_here_gives_every_state(config_only_target):
+    target = config_only_target("LlamaForCausalLM", 4)
+    req = source_request(_opts(target, SERVER), device_map="auto")
+    assert req.server == SERVER.url and req.options == {"states_server": SERVER}
+    assert req.target == str(target) and req.device_map is None  # nothing is loaded here to split
+
+
+def test_a_state_the_target_lacks_is_refused_naming_it(tiny_targets):
+    src = open_source(SourceRequest(str(tiny_targets["llama"].path)))
+    n = src.info.num_layers
+    for state in (State(n + 1), State(3, normed=True)):
+        with pytest.raises(ValueError, match=re.escape(f"{state.label()} does not exist in a target of {n} layers")):
+            src.teacher_forced([[1, 2, 3]], (State(0), state))
+    assert src.counts.forwards == 0  # refused before any forward
+    assert src.teacher_forced([[1, 2, 3]], (State(n, normed=True),))[0].states[State(n, normed=True)].shape[0] == 3
