@@ -27,7 +27,7 @@ from .target import TargetInfo
 CANARY_KEY = "eagle_audit_canary"
 #: The trainer name with which ``layers``, ``accept-rate`` and ``check`` measure the trained wiring on the draft's
 #: weights instead of assuming it (:func:`eagle_audit.fingerprint.measured.resolve_measured`, asked by
-#: :func:`eagle_audit.inputs.prepare`). Until 2026-12-01 in ``fingerprint/suggest.py``.
+#: :func:`eagle_audit.inputs.prepare`).
 MEASURED = "fingerprint"
 
 #: The trainer assumed from a draft's layout when neither ``trainer`` nor ``trained_boundaries`` is given.

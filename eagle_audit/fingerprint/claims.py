@@ -14,13 +14,9 @@ from ..layers.diagnose import Context, Measured, diagnose, representation_mismat
 from ..layers.fix import plan_fix
 from ..layers.result import Finding, Fix
 from ..resolution import MEASURED, Resolution, SideWiring, given_side
-from ..states import State
+from ..states import State, labels
 from .result import Claim
 from .verdict import Inference
-
-
-def _labels(states) -> str:
-    return "[" + ", ".join(s.label() for s in states) + "]"
 
 
 def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer: Convention | None,
@@ -48,7 +44,7 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
                       Claim(name, w.states, None, f"{len(w.states)} states; fc takes {len(inf.slots)}"))
     if served is not None:
         claims.append(claim("engine", served.states, f"{served.title} feeds this"))
-    evidence = (f"Best wiring {_labels(inf.best)}: top-1 {inf.top1:.3f}, mean log-prob {inf.logprob:.3f}; fed no "
+    evidence = (f"Best wiring {labels(inf.best)}: top-1 {inf.top1:.3f}, mean log-prob {inf.logprob:.3f}; fed no "
                 f"target information: top-1 {inf.baseline_top1:.3f}, mean log-prob {inf.baseline_logprob:.3f}."
                 if inf.top1 is not None else f"{inf.scored_tokens} positions could be scored.")
     hint = ""

@@ -1,7 +1,7 @@
 """The fingerprint's evidence budget (torch-free: the CLI's option defaults read it at ``--help``).
 
-Measured on the test canaries and a SpecForge 0.2.0 draft (``bench/fingerprint_evidence.py``, numbers in
-``docs/fingerprint.md`` and ``bench/README.md``)."""
+Measured on the test canaries and a SpecForge 0.2.0 draft (``bench/evidence/fingerprint_evidence.py``, numbers in
+``docs/fingerprint.md``, "What each piece of evidence adds")."""
 
 from __future__ import annotations
 

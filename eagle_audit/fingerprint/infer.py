@@ -154,8 +154,9 @@ def later_steps(draft, corpus: Corpus, scorer: Scorer, trace, asked: int, top, b
     predicts at every one of them (the best wiring's top-1 at step j at least ``MIN_TOP1`` and ``MIN_GAIN`` above
     the same draft fed no target information, at step j). A draft trained at step 0 only (the test canaries:
     top-1 0.03 at step 1) gives its later steps nothing to say about the wiring: counting them named a wrong state
-    (``bench/README.md``). The search itself stays on step 0 (its cost per wiring is one forward); only the
-    per-slot table, the shuffle test and the whole-wiring tests are scored again on the steps used.
+    (docs/fingerprint.md, "What each piece of evidence adds"). The search itself stays on step 0 (its cost per
+    wiring is one forward); only the per-slot table, the shuffle test and the whole-wiring tests are scored again
+    on the steps used.
     Returns (the scorer to judge with, the trace with its per-slot table from it, what was used and why)."""
     info = {"asked": asked, "used": 1}
     if type(scorer) is not Scorer:  # a block draft (BlockScorer): its first drafted token only

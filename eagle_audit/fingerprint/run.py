@@ -79,7 +79,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     if flat:
         notes.append(f"prompts: {flat} of {len(prompts)} are plain text, not chat-templated; drafts are trained on the "
                      "target's chat-templated responses, and on plain text the fingerprint has less to go on (a test "
-                     "canary's slot was named wrong there, bench/README.md): prefer chat prompts")
+                     "canary's slot was named wrong there, docs/fingerprint.md): prefer chat prompts")
     t0 = time.perf_counter()
     corpus = prepare_corpus(target, prompt_ids, opts.max_new_tokens, say, progress)
     left_out = [s.label() for s in all_states(info.num_layers) if s not in corpus.candidates]

@@ -57,14 +57,9 @@ def _setup(smollm2, path):
 # wiring that clears both thresholds refutes "no wiring makes the draft agree"
 @pytest.mark.parametrize("name", real_fixtures.FIXTURES)
 def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm2):
-<<<<<<< HEAD
     from eagle_audit.runtime.eagle3 import load_draft_model
-    from eagle_audit.fingerprint.run import MIN_GAIN, MIN_TOP1, compare, infer_wiring
-=======
-    from eagle_audit.accept.runtime import load_draft_model
     from eagle_audit.fingerprint.infer import MIN_GAIN, MIN_TOP1, infer_wiring
     from eagle_audit.fingerprint.claims import compare
->>>>>>> 8124626 (issue 25 item 3: fingerprint/run.py (639 lines) split by concern: options (FingerprintOptions now subclasses AuditInputs), verdict, corpus, infer, second, claims, run, api, measured (resolve_measured, imported by inputs.py without a cycle through options); callers, tests and bench imports follow)
     from eagle_audit.fingerprint.score import Scorer
 
     info, spec, declared, trainer, served, truth, starts = _setup(smollm2, trainer_fixtures[name])
