@@ -86,6 +86,9 @@ def test_bench_index_names_every_script_and_no_script_sets_sys_path():
     scripts = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "bench").glob("*/*")
                      if p.suffix in (".py", ".sh") and p.name != "__init__.py")
     assert len(scripts) >= 17
+    loose = sorted(p.name for p in (ROOT / "bench").iterdir()
+                   if p.suffix in (".py", ".sh") and p.name not in ("__init__.py", "_support.py"))
+    assert loose == [], f"bench/{loose}: a script goes in bench/speed/, bench/evidence/ or bench/tools/"
     assert [s for s in scripts if f"`{s}`" not in index] == []
     assert [s for s in scripts if re.search(r"sys\.path\s*(\[|\.insert|\.append|=)", (ROOT / s).read_text())] == []
 
