@@ -5,7 +5,8 @@ values as SGLang's ``.tolist()`` then orjson write them (shortest round-trip dec
 each reader runs in a fresh process that reads the file in 1 MiB pieces (as the socket delivers them):
 ``json`` joins the pieces and calls ``json.loads`` (what a client that keeps the body does), ``stream`` feeds
 :class:`eagle_audit.engines.sglang.stream.StatesReader`. Wall time and peak RSS (``ru_maxrss``, dominated by the interpreter's
-imports) of each, and in separate runs the peak of memory allocated while parsing (``tracemalloc``: Python
+imports) of each, its CPU seconds (the ratio of medians is ``cpu_speed_vs_json_loads``: on a shared machine
+wall time also measures the others' load), and in separate runs the peak of memory allocated while parsing (``tracemalloc``: Python
 objects and numpy buffers), which is what "bounded by one request" is about.
 
     python -m bench.speed.served_parse [--tokens 512] [--out bench/results/served_parse.json]
@@ -54,7 +55,7 @@ def run(mode: str, path: Path, tokens: int) -> dict:
         from eagle_audit.engines.sglang import stream
 
         tracemalloc.start()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with open(path, "rb") as f:
         if mode == "json":
             parts = []
@@ -72,8 +73,8 @@ def run(mode: str, path: Path, tokens: int) -> dict:
                 r.feed(chunk)
             _, rows, _ = r.finish()
             n = rows.shape[0]
-    dt = time.perf_counter() - t0
-    out = {"mode": mode, "seconds": dt, "rows": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+    out = {"mode": mode, "seconds": dt, "cpu_seconds": cpu, "rows": n, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if traced:
         out = {"mode": mode, "peak_heap_mb": tracemalloc.get_traced_memory()[1] / 2**20}
     return out
@@ -110,6 +111,9 @@ def main() -> None:
             out["heap"].append(json.loads(p.stdout))
     best = {m: min((r for r in out["runs"] if r["mode"] == m), key=lambda r: r["seconds"]) for m in ("json", "stream")}
     out["speed_vs_json_loads"] = best["json"]["seconds"] / best["stream"]["seconds"]
+    # CPU seconds (user + sys of the parse): on a shared machine wall time also measures the others' load
+    cpu = {m: sorted(r["cpu_seconds"] for r in out["runs"] if r["mode"] == m) for m in ("json", "stream")}
+    out["cpu_speed_vs_json_loads"] = cpu["json"][len(cpu["json"]) // 2] / cpu["stream"][len(cpu["stream"]) // 2]
     out["best"] = best
     write(record(**out), a.out)
 

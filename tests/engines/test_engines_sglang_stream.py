@@ -50,6 +50,11 @@ def test_any_split_of_the_bytes_gives_the_same_floats(chunks):
     (b'{"meta_info": {"hidden_states": [[[1,2],[3,"a"]]]}}', "not a list of numbers"),
     (b'{"meta_info": {"hidden_states": [[[1,2],[3,true]]]}}', "not a list of numbers"),
     (b'{"meta_info": {"hidden_states": [[[1,2],[3,4,]]]}}', "holds 3 floats"),
+    # numpy reads an element of only whitespace as -1.0: each is refused, not read as [.., -1.0]
+    (b'{"meta_info": {"hidden_states": [[[1,2,3],[1, ,2]]]}}', "row 1: not a list of numbers"),
+    (b'{"meta_info": {"hidden_states": [[[1,2],[ ,2]]]}}', "row 1: not a list of numbers"),
+    (b'{"meta_info": {"hidden_states": [[[1,2],[1, ]]]}}', "row 1 holds 3 floats"),
+    (b'{"meta_info": {"hidden_states": [[[1,2],[ ]]]}}', "row 1 holds 0 floats"),
     (b'{"meta_info": {"hidden_states": [[[1,2],[3,4]]', "ended inside meta_info.hidden_states"),
     (b'{"meta_info": {"hidden_states": [[[1,2],3]]}}', "outside a row of floats"),
     (b'{"meta_info": {"hidden_states": [[[1,2],[3,NaN]]]}}', "non-finite"),
@@ -74,3 +79,11 @@ def test_states_elsewhere_are_not_taken():
     rest, rows, _ = r.finish()
     assert rows.tolist() == [[3.0]] and rest["hidden_states"] == [[[1.0]]]
     assert rest["meta_info"]["x"]["hidden_states"] == [[[2.0]]]
+
+
+def test_minus_one_with_whitespace_is_a_float():
+    """-1.0 (a common bf16 value) in a row written with spaces, as Python's json writes: read as itself."""
+    body = b'{"meta_info": {"hidden_states": [[[-1.0, 2.5, -1], [ -1 , -1.0 ,\n0.5 ]]]}}'
+    r = StatesReader(2, 3)
+    r.feed(body)
+    assert r.finish()[1].tolist() == [[-1.0, 2.5, -1.0], [-1.0, -1.0, 0.5]]

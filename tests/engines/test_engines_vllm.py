@@ -176,3 +176,51 @@ def test_fingerprint_through_a_vllm_states_server(vllm_wheel, served_target, ser
     data = json.loads(r.stdout)
     assert data["provenance"]["source"]["backend"] == "server" and "vllm server" in data["provenance"]["source"]["origin"]
     assert fake.n == 2  # one request per prompt
+
+
+def _states_file(path, x, token_ids, pad_header_to=None):
+    """A file as the connector writes it (``safetensors.torch.save_file``); ``pad_header_to``: the header's
+    length in bytes instead (spaces after the JSON: the tensor data then starts at any byte, not 8-aligned)."""
+    import torch
+    from safetensors.torch import save_file
+
+    save_file({"hidden_states": x, "token_ids": torch.tensor(token_ids, dtype=torch.int64)}, str(path))
+    if pad_header_to:
+        raw = path.read_bytes()
+        n = int.from_bytes(raw[:8], "little")
+        head = raw[8:8 + n].rstrip(b" ")
+        path.write_bytes(pad_header_to.to_bytes(8, "little") + head.ljust(pad_header_to) + raw[8 + n:])
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+@pytest.mark.parametrize("pad", [None, 1001, 1002])
+def test_load_states_equals_torch_bit_for_bit(tmp_path, dtype, pad):
+    """The mapped conversion (engines/vllm/states.py ``_as_float32``) gives torch's ``.float()`` of every value,
+    subnormals, signed zeros and the extremes included, across pieces and at any data alignment."""
+    import torch
+
+    from eagle_audit.engines import vllm
+    from eagle_audit.engines.vllm.states import load_states
+
+    t, k, h = 40, 3, 64
+    x = (torch.randn(t, k, h, generator=torch.Generator().manual_seed(0)) * 4).to(getattr(torch, dtype))
+    info = torch.finfo(x.dtype)
+    x[0, 0, :5] = torch.tensor([info.max, -info.max, info.tiny / 4, -0.0, info.smallest_normal], dtype=x.dtype)
+    path = tmp_path / "r.safetensors"
+    _states_file(path, x, list(range(t)), pad)
+    capture = vllm_reference(TargetShape("/m", "LlamaForCausalLM", N_LAYERS, h), str(tmp_path)).capture
+    capture = type(capture)("vllm", capture.states[:k], h)
+    old = vllm.states._PIECE
+    try:
+        for piece in (old, 7):  # one piece, and pieces that end mid-row and mid-page
+            vllm.states._PIECE = piece
+            got = load_states(path, capture, list(range(t)))
+            assert got.dtype == np.float32 and got.flags.owndata and got.shape == (t, k, h)
+            assert np.array_equal(got.view(np.uint32), x.float().numpy().view(np.uint32))
+    finally:
+        vllm.states._PIECE = old
+    x[t - 1, k - 1, h - 1] = float("nan")
+    _states_file(path, x, list(range(t)), pad)
+    with pytest.raises(BadStates, match=rf"non-finite hidden states \(value {t * k * h - 1}\)") as e:
+        load_states(path, capture, list(range(t)))
+    assert "\n" not in str(e.value)

@@ -9,8 +9,10 @@ the body is never held whole and never given to ``json.loads``:
 * outside ``hidden_states`` a small JSON scanner follows the structure (strings, keys, nesting) and copies
   the bytes into a side buffer, where the states' value is replaced by ``null``; that buffer (text,
   output_ids, the other meta_info fields: kilobytes) is parsed with ``json.loads`` at the end;
-* inside it, every complete row is parsed with ``numpy.fromstring`` straight into a preallocated
-  ``[rows, width]`` float32 array; only an incomplete row is carried between network chunks.
+* inside it, the brackets are found with ``bytes.find`` (memchr: a regex over every byte cost as much as
+  the parsing), and every complete row is parsed with ``numpy.fromstring`` into a preallocated
+  ``[rows, width]`` float32 array; only an incomplete row is carried between network chunks. This is
+  faster than ``json.loads`` of the body (``bench/served_parse.py``), which makes a Python float per value.
 
 Memory is the array, one network chunk and one row. Each row is checked: its float count (the width),
 finite values, nothing but numbers, commas and brackets; the structure is checked as it streams (depth at
@@ -33,8 +35,17 @@ from ..states import BadStates
 MAX_REST_BYTES = 64 << 20
 
 _STRUCT = re.compile(rb'["{}\[\]:,]')
-_BRACKET = re.compile(rb"[\[\]]")
+_SPACE = b" \t\r\n"
 _BETWEEN = b" \t\r\n,"
+
+
+def _blank_float(text: bytes) -> bool:
+    """Whether a row that ``numpy.fromstring`` read holds an element of only whitespace (which it reads as
+    -1.0): only a row with whitespace can (orjson, which SGLang replies with, writes none: memchr scans)."""
+    if not any(c in text for c in (b" ", b"\n", b"\t", b"\r")):
+        return False
+    squeezed = text.translate(None, _SPACE)
+    return b",," in squeezed or squeezed.startswith(b",")
 
 
 @dataclass(frozen=True)
@@ -166,12 +177,24 @@ class StatesReader:
         return None
 
     def _feed_states(self, chunk: bytes) -> bytes:
-        buf = self._buf + chunk  # the carried part of an unfinished row (starting at its '['), then new bytes
+        # the carried part of an unfinished row (starting at its '['), then the new bytes
+        buf = self._buf + chunk if self._buf else chunk
         open_at = self._open_at
         last = 0
-        for m in _BRACKET.finditer(buf, open_at + 1 if open_at >= 0 else 0):
-            j = m.start()
-            if buf[j] == 0x5B:  # '['
+        i = open_at + 1 if open_at >= 0 else 0
+        n = len(buf)
+        # brackets are found with bytes.find (memchr), not a regex: a regex over every byte of a row cost as
+        # much as parsing it (bench/served_parse.py)
+        close = buf.find(b"]", i)
+        while True:
+            if 0 <= close < i:
+                close = buf.find(b"]", i)
+            j = buf.find(b"[", i, close if close >= 0 else n)
+            if j < 0:
+                if close < 0:
+                    break
+                j = close
+            if j != close:  # '['
                 if open_at >= 0:  # a '[' inside a row: the row was a list of lists
                     self._between(buf[open_at + 1:j])
                 else:
@@ -209,6 +232,7 @@ class StatesReader:
                     self._in_states = False
                     return buf[j + 1:]
                 last = j + 1
+            i = j + 1
         if open_at >= 0:  # carry the unfinished row
             self._buf, self._open_at = buf[open_at:], 0
         else:
@@ -225,7 +249,23 @@ class StatesReader:
 
     def _row(self, text: bytes) -> None:
         where = f"{self.where}: hidden_states element {len(self.elements)} row {self._elem_rows}"
-        count = text.count(b",") + 1 if text.strip() else 0
+        if self.rows >= self.max_rows:
+            raise BadStates(f"{self.where}: more than {self.max_rows} rows of hidden states (the prompt and the "
+                            "decoded tokens cannot have more)")
+        # numpy parses the row (the same correctly rounded decimal -> double -> float32 as json.loads and a
+        # cast) and stops with an error at anything but numbers and commas; three things it lets through are
+        # checked here without another pass over the row: a trailing comma (dropped), a row of only
+        # whitespace (read as [-1.0]) and an element of only whitespace between two commas (read as -1.0)
+        tail = text[-8:].rstrip(_SPACE) or text.rstrip(_SPACE)[-8:]
+        vals, count = None, 0
+        if tail:
+            try:
+                with warnings.catch_warnings():  # numpy < 2.3 warns (DeprecationWarning) instead
+                    warnings.simplefilter("error")
+                    vals = np.fromstring(text, dtype=np.float32, sep=",")
+            except (ValueError, DeprecationWarning):
+                raise BadStates(f"{where}: not a list of numbers") from None
+            count = vals.size + tail.endswith(b",")
         if self.width is None:
             if count == 0:
                 raise BadStates(f"{where} is empty")
@@ -234,16 +274,7 @@ class StatesReader:
         if count != self.width:
             raise BadStates(f"{where} holds {count} floats, expected {self.width}{self.width_note}: the server "
                             "captures another number of slots or another hidden size than its launch should give")
-        if self.rows >= self.max_rows:
-            raise BadStates(f"{self.where}: more than {self.max_rows} rows of hidden states (the prompt and the "
-                            "decoded tokens cannot have more)")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")
-                vals = np.fromstring(text, dtype=np.float32, sep=",")
-        except (ValueError, DeprecationWarning):
-            vals = None
-        if vals is None or vals.size != count:
+        if count != vals.size or ((vals == -1.0).any() and _blank_float(text)):
             raise BadStates(f"{where}: not a list of numbers")
         if not np.isfinite(vals).all():
             raise BadStates(f"{where}: non-finite value at float {int(np.flatnonzero(~np.isfinite(vals))[0])}")

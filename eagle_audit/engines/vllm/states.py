@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import mmap
 import os
 import struct
 import time
@@ -42,6 +43,7 @@ from .launch import vllm_reference
 from .wire import NEUTRAL
 
 _DTYPES = {"BF16": "bfloat16", "F16": "float16", "F32": "float32"}
+_NUMPY = {"BF16": "<u2", "F16": "<f2", "F32": "<f4"}  # the stored bits, read as numpy dtypes
 
 #: The target's argmax at every position (``next_tokens``, ``fingerprint``'s labels): a completion's
 #: ``prompt_logprobs: 1`` (``entrypoints/openai/completion/protocol.py:99``, ``:573-585``), computed from the same
@@ -200,8 +202,6 @@ def load_states(path: Path, capture: Capture, token_ids: Sequence[int]) -> np.nd
     if b1 - b0 != int(np.prod(shape)) * item or c1 - c0 != tshape[0] * (8 if tdtype == "I64" else 4) \
             or offset + max(b1, c1) > size:
         raise BadStates(f"{path}: truncated or inconsistent tensor data")
-    import torch
-
     with open(path, "rb") as f:
         f.seek(offset + c0)
         ids = np.frombuffer(f.read(c1 - c0), "<i8" if tdtype == "I64" else "<i4")
@@ -209,12 +209,59 @@ def load_states(path: Path, capture: Capture, token_ids: Sequence[int]) -> np.nd
             raise BadStates(f"{path}: token_ids ({ids.size}) are not the request's {t} tokens")
         if shape[0] != t:
             raise BadStates(f"{path}: hidden_states holds {shape[0]} positions for {t} tokens")
-        f.seek(offset + b0)
-        raw = bytearray(f.read(b1 - b0))
-    x = torch.frombuffer(raw, dtype=getattr(torch, _DTYPES[dtype])).reshape(shape).float().numpy()
-    if not np.isfinite(x).all():
-        raise BadStates(f"{path}: non-finite hidden states")
-    return x
+    return _as_float32(path, offset + b0, shape, dtype)
+
+
+#: elements converted at a time: the mapped pages of one piece are dropped from the process after it
+_PIECE = 1 << 20
+
+
+def _as_float32(path: Path, start: int, shape: list[int], dtype: str) -> np.ndarray:
+    """The tensor at byte ``start`` of the file, ``shape`` of ``dtype`` (little-endian, as safetensors
+    stores), as one new float32 array, its values checked finite; BadStates (one line) otherwise.
+
+    The file is mapped, not read: each piece of ``_PIECE`` values is converted from the mapped pages
+    straight into the result (bf16: its 16 bits are the high half of the float32 bits, the same values as
+    torch's ``.float()``), checked, and its pages dropped from the process (``MADV_DONTNEED``; they stay in
+    the page cache), so memory is the result and one piece, where a read copy and a torch conversion held
+    the file's bytes and the result, and a whole-array finiteness test another quarter. Assumed: nobody
+    truncates the file while it is read (the connector writes it once under its lock, which
+    :func:`wait_unlocked` waited for; a file cut shorter after the size check would end the process with
+    SIGBUS, as any mapped read would)."""
+    out = np.empty(shape, np.float32)  # [T, K, H]
+    flat = out.reshape(-1)
+    n, item = flat.size, np.dtype(_NUMPY[dtype]).itemsize
+    if n == 0:
+        return out
+    try:
+        with open(path, "rb") as f:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError) as e:
+        raise BadStates(f"{path}: not a readable safetensors file ({type(e).__name__})") from None
+    src = part = None
+    try:
+        try:
+            src = np.frombuffer(m, dtype=_NUMPY[dtype], count=n, offset=start)
+        except ValueError:  # shorter than its header said since the size check
+            raise BadStates(f"{path}: truncated or inconsistent tensor data") from None
+        dropped = 0
+        for i in range(0, n, _PIECE):
+            part, dst = src[i:i + _PIECE], flat[i:i + _PIECE]
+            if dtype == "BF16":
+                np.left_shift(part, 16, out=dst.view(np.uint32), dtype=np.uint32)
+            else:
+                dst[...] = part
+            bad = ~np.isfinite(dst)
+            if bad.any():
+                raise BadStates(f"{path}: non-finite hidden states (value {i + int(np.flatnonzero(bad)[0])})")
+            done = (start + (i + dst.size) * item) // mmap.PAGESIZE * mmap.PAGESIZE
+            if done > dropped and hasattr(m, "madvise"):
+                m.madvise(mmap.MADV_DONTNEED, dropped, done - dropped)
+                dropped = done
+    finally:
+        src = part = None  # the views into the map go before it closes
+        m.close()
+    return out
 
 
 def server_capture(opts: ServerOptions, shape: TargetShape, hidden_states_dir: str | None = None) -> Capture:
