@@ -15,7 +15,7 @@ second one (a run reads one file per prompt), and how far the first load raised 
 memory (``VmHWM`` after minus before, MiB; mapped file pages count in it).
 Medians per reader, and each reader's ratio to the yardstick pair by pair.
 
-    python bench/served_load.py [--tokens 2048] [--runs 5] [--out bench/results/served_load_cpu.json]
+    python -m bench.speed.served_load [--tokens 2048] [--runs 5] [--out bench/results/served_load_cpu.json]
 """
 
 from __future__ import annotations
