@@ -16,7 +16,7 @@ FLOORS = (("errors", "cache", "threads"), ("states", "expr", "jsonfile", "target
           ("runtime",), ("inputs",), ("accept", "layers"), ("fingerprint", "served", "report"), ("check",),
           ("api", "cli"))
 #: ... except these, each inside one function (docs/layout.md says why)
-UPWARD = {("eagle_audit.inputs", "eagle_audit.fingerprint.measured"), ("eagle_audit.layers.run", "eagle_audit.served.check")}
+UPWARD = {("eagle_audit.inputs", "eagle_audit.fingerprint.measured"), ("eagle_audit.layers.run", "eagle_audit.served.run")}
 #: what eagle_audit/source/ may import, each with what lies under it (docs/layout.md: the seam stands below every
 #: analysis; its server backend talks to the engine clients, which stand beside it)
 SEAM_MAY_IMPORT = {"eagle_audit.errors", "eagle_audit.states", "eagle_audit.target", "eagle_audit.capture", "eagle_audit.engines",

@@ -1,6 +1,6 @@
 """``check --server``: the served stage. What the running engine really feeds this draft, slot by slot: the
 states the server returns for the audit's prompts against the local capture of every boundary on the same
-tokens, by :func:`eagle_audit.served.check.served_check` (the path ``layers --server`` takes), the local states
+tokens, by :func:`eagle_audit.served.run.served_check` (the path ``layers --server`` takes), the local states
 from the check's state source (the captured stage ran those prompts with every state: no forward of its own).
 Findings ``ENGINE_STATE_MISMATCH`` / ``ENGINE_STATE_SHIFTED`` on the draft's slots.
 
@@ -57,7 +57,7 @@ def states_server(opts):
 
 def run_served(opts, source, captured, prompt_ids, status=None) -> ServedCheck:
     """``captured``: the captured stage's LayersResult (what the engine's rules say serving feeds, per slot)."""
-    from ..served.check import served_check
+    from ..served.run import served_check
 
     server = states_server(opts)
     conv = captured.served.convention

@@ -150,7 +150,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
             notes.append(f"every state came from the server: {target.spec.origin}; the draft ran here")
             served_json = {"mode": "states from the server", "source": target.spec.to_json()}
         else:
-            from ..served.check import served_check
+            from ..served.run import served_check
 
             check = served_check(opts.states_server, target, ids, res.served.states, res.served.title, status,
                                  progress)

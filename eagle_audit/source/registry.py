@@ -108,7 +108,7 @@ def source_request(opts, device_map: str | None = None) -> SourceRequest:
     place an audit's options become a :class:`~eagle_audit.source.spec.SourceRequest`. With ``states_server``
     set and no weights in the target directory (:func:`eagle_audit.target.has_weights`), every state comes
     from that server; with weights, the local target is the source and the audit compares the server's states
-    with it (:func:`eagle_audit.served.check.served_check`); :func:`states_from` decides which."""
+    with it (:func:`eagle_audit.served.run.served_check`); :func:`states_from` decides which."""
     if states_from(opts) == "server":
         server = opts.states_server
         return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
