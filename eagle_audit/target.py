@@ -78,6 +78,7 @@ def _resolve_dir(target: str) -> tuple[Path, str | None]:
     if p.is_dir():
         if not (p / "config.json").is_file():
             raise BadCheckpoint(f"{target}: no config.json in this directory (not a transformers model)")
+        _refuse_draft(target, p / "config.json")
         return p, None
     if p.exists():
         raise BadCheckpoint(f"{target}: expected a model directory, a hub id or a .gguf file")
@@ -89,6 +90,40 @@ def _resolve_dir(target: str) -> tuple[Path, str | None]:
         except Exception:
             raise InputNotFound(f"{target}: not a local path, and not a hub id in the local cache (no download is attempted)") from None
     raise InputNotFound(f"{target}: no such file or directory")
+
+
+#: What marks a config.json as a draft's, never a target's: the keys the draft layouts write
+#: (speculators, SGLang / SpecForge, DFlash / DSpark; docs/layers.md) and the words in their architectures
+#: (``Eagle3Speculator``, ``LlamaForCausalLMEagle3``, ``DFlashDraftModel``, ...). No target config carries them.
+DRAFT_KEYS = ("speculators_model_type", "speculators_config", "eagle_config", "eagle_aux_hidden_state_layer_ids",
+              "dflash_config", "dspark_config", "dspark_target_layer_ids")
+DRAFT_ARCH_WORDS = ("Eagle", "Speculator", "DFlash", "DSpark", "MuseGlimmerAssistantModel")
+
+
+def draft_sign(config: Any) -> str | None:
+    """Why a config.json (a dict) is a speculative draft's, or None: a key only drafts write, or an
+    architecture named as a draft (:data:`DRAFT_KEYS`, :data:`DRAFT_ARCH_WORDS`)."""
+    if not isinstance(config, dict):
+        return None
+    archs = [a for a in (config.get("architectures") or ()) if isinstance(a, str)]
+    for a in archs:
+        if any(w in a for w in DRAFT_ARCH_WORDS):
+            return f"architectures {a}"
+    key = next((k for k in DRAFT_KEYS if k in config), None)
+    return f"it has {key}" if key else None
+
+
+def _refuse_draft(target: str, config_path: Path) -> None:
+    """A draft directory given as the target: one line that says so (before transformers tries to load it)."""
+    try:
+        raw = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # read_config reports an unreadable config
+    sign = draft_sign(raw)
+    if sign:
+        raise BadCheckpoint(f"{target}: this is a draft, not a target model (config.json: {sign})",
+                            hint=f"give the draft with {param('draft')} and the model it drafts for with "
+                                 f"{param('target')}")
 
 
 def _gguf_cache(gguf: Path) -> Path:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from typing import Any, Mapping
 
 from ..errors import BadCheckpoint, InputNotFound, param, shown
 from ..jsonfile import loads_bounded, read_json_object
+from ..target import draft_sign
 
 _ST_DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1,
                    "F8_E4M3": 1, "F8_E5M2": 1}
@@ -349,11 +351,27 @@ def _existing_dir(path: str, what: str) -> Path:
     return directory
 
 
+_SWAPPED_HINT = f"give the target model with {param('target')} and its draft with {param('draft')}"
+
+
+def _target_like(config: Mapping[str, Any], shapes: Mapping[str, tuple]) -> int:
+    """The decoder layers of a directory that holds a whole model rather than a draft (0: none such): weights of
+    more than one decoder layer (``layers.1.``), no ``fc``, and no draft key or architecture in the config
+    (:func:`eagle_audit.target.draft_sign`). An EAGLE-3 draft has one decoder layer and an fc."""
+    if draft_sign(dict(config)) or "fc.weight" in shapes:
+        return 0
+    layers = {int(m.group(1)) for k in shapes if (m := re.match(r"(?:.*\.)?layers\.(\d+)\.", k))}
+    return len(layers) if len(layers) > 1 else 0
+
+
 def read_draft(path: str, config_only: bool = False) -> DraftSpec:
     """The draft at ``path``. ``config_only``: a directory with config.json and no weights is read too (fc
     sized from the config: :meth:`DraftSpec.for_target`), for a static audit."""
     directory = _existing_dir(path, "draft directory")
     if not directory.is_dir():
+        if directory.suffix == ".gguf":
+            raise BadCheckpoint(f"{path}: a .gguf file is a target model, not a draft (a draft is a directory with "
+                                "config.json and weights)", hint=_SWAPPED_HINT)
         raise BadCheckpoint(f"{path}: a draft is a directory with config.json and weights")
     cfg_path = directory / "config.json"
     if not cfg_path.is_file():
@@ -389,6 +407,10 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
         if not hidden:
             raise BadCheckpoint(f"{cfg_path}: a config-only draft needs hidden_size to size fc")
         fc_out, fc_in, fc_source = int(hidden), 0, "config"
+    elif _target_like(config, shapes):
+        raise BadCheckpoint(f"{path}: this is a target model, not a draft (config.json: architectures "
+                            f"{', '.join(config.get('architectures') or ()) or '-'}, {_target_like(config, shapes)} "
+                            "decoder layers, no fc.weight)", hint=_SWAPPED_HINT)
     else:
         raise BadCheckpoint(f"{directory}: no fc.weight: not an EAGLE-3 draft (weights: {', '.join(sorted(shapes)[:6])}"
                             "...; a draft without aux states says eagle_config.use_aux_hidden_state: false)")

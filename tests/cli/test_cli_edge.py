@@ -258,3 +258,29 @@ def test_library_text_names_no_flag_and_marks_parameters_one_way():
                     if re.search(rf"(?<![\w`-]){re.escape(flag)}(?![\w-])", node.value):
                         bad.append(f"{path.relative_to(root)}:{node.lineno}: names {flag}")
     assert bad == [], bad
+
+
+@pytest.mark.parametrize("static", [True, False])
+@pytest.mark.parametrize("speculators", [True, False])
+def test_a_draft_given_as_the_target_is_named_so(cli, make_draft, static, speculators):
+    """Issue 28.1: ``-t DRAFT`` is one line that says it is a draft, exit 2 (it was ENGINE_UNSUPPORTED, exit 1,
+    with --static, and transformers' raw "ignore_mismatched_sizes" line without)."""
+    draft = make_draft(speculators=speculators)
+    line = one_error_line(cli("-t", draft, "-d", make_draft(), *(["--static"] if static else [])))
+    assert line.startswith(f"error: {draft}: this is a draft, not a target model (config.json: architectures "), line
+    assert "ignore_mismatched_sizes" not in line
+
+
+@pytest.mark.parametrize("static", [True, False])
+def test_a_target_given_as_the_draft_is_named_so(cli, tiny_targets, static):
+    target = tiny_targets["llama"].path
+    line = one_error_line(cli("-t", target, "-d", target, *(["--static"] if static else [])))
+    assert line == (f"error: {target}: this is a target model, not a draft (config.json: architectures "
+                    "LlamaForCausalLM, 8 decoder layers, no fc.weight)"), line
+
+
+def test_a_gguf_given_as_the_draft_is_named_a_target(cli, config_only_target, tmp_path):
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF")
+    line = one_error_line(cli("-t", config_only_target(), "-d", gguf, "--static"))
+    assert line.startswith(f"error: {gguf}: a .gguf file is a target model, not a draft"), line
