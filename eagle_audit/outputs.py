@@ -6,8 +6,14 @@ would be refused):
 1. An output is refused when it is an input, or lies inside an input directory. Both sides are
    compared after resolving symlinks, so a link to an input is the input.
 2. An output must be writable: an existing file output must be a writable regular file, a directory
-   output must not be a file, and the nearest existing parent must be a writable directory.
-3. A canary directory (``train-canary``) is written only where it is empty, absent, or holds a canary
+   output must not be a file, and the nearest existing parent must be a directory a file can really be
+   created in (a temporary file is made and removed there: ``access()`` says yes to root even in ``/proc``).
+   Missing folders of an output path are made when it is written.
+3. A new directory (``layers --write-fixed-config``) is written only where it is absent, empty, or one that
+   eagle-audit wrote itself: it holds the :data:`OUTPUT_MARKER` file, which lists every file written there, and
+   nothing else. Such a directory is replaced whole by a re-run (built beside it, then swapped in); a directory
+   with any other file in it is never touched.
+4. A canary directory (``train-canary``) is written only where it is empty, absent, or holds a canary
    that eagle-audit wrote itself (the :data:`CANARY_MARKER` file). ``force`` allows another non-empty
    directory, but never an input, and never a directory holding a model or draft checkpoint that
    eagle-audit did not write.
@@ -34,6 +40,10 @@ from .errors import OutputRefused
 
 #: the file that marks a directory as a canary written by eagle-audit (``train-canary``)
 CANARY_MARKER = ".eagle-audit-canary"
+
+#: the file that marks a directory written by eagle-audit (``--write-fixed-config``): JSON, ``files`` lists what
+#: eagle-audit wrote there (:func:`mark_output`, :func:`written_here`)
+OUTPUT_MARKER = ".eagle-audit-output"
 
 #: weight files that make a directory a model or draft checkpoint
 _WEIGHT_GLOBS = ("*.safetensors", "*.bin", "*.gguf", "*.pt", "*.pth")
@@ -78,10 +88,30 @@ def check_output(path: str | os.PathLike, inputs: Inputs, label: str = "output",
             raise OutputRefused(f"{label} {path}: lies inside {what} ({i}); inputs are never modified",
                                 hint="choose a path outside every input")
     _check_writable(p, path, label, "dir" if kind == "new_dir" else kind)
-    if kind == "new_dir" and p.is_dir() and any(p.iterdir()):
-        raise OutputRefused(f"{label} {path}: the directory exists and is not empty",
+    if kind == "new_dir" and p.is_dir() and any(p.iterdir()) and not written_here(p):
+        raise OutputRefused(f"{label} {path}: the directory exists and holds files eagle-audit did not write (a directory "
+                            f"it wrote holds a {OUTPUT_MARKER} file listing every file in it); it is never overwritten",
                             hint="choose a new or empty directory")
     return p
+
+
+def written_here(directory: Path) -> bool:
+    """Whether ``directory`` is one eagle-audit wrote and nobody added to: its :data:`OUTPUT_MARKER` lists every
+    other entry in it (a re-run may replace it whole)."""
+    try:
+        record = json.loads((directory / OUTPUT_MARKER).read_text(encoding="utf-8"))
+        files = set(record["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return all(f.name in files for f in directory.iterdir() if f.name != OUTPUT_MARKER)
+
+
+def mark_output(directory: str | os.PathLike, record: dict) -> None:
+    """Mark ``directory`` (being built) as written by eagle-audit: :data:`OUTPUT_MARKER` with ``record`` and the
+    names of the files now in it (what :func:`written_here` checks)."""
+    d = Path(directory)
+    files = sorted(f.name for f in d.iterdir() if f.name != OUTPUT_MARKER)
+    write_text(d / OUTPUT_MARKER, json.dumps({**record, "files": files}, indent=2, sort_keys=True) + "\n")
 
 
 def _check_writable(p: Path, given, label: str, kind: str) -> None:
@@ -101,6 +131,12 @@ def _check_writable(p: Path, given, label: str, kind: str) -> None:
         raise OutputRefused(f"{label} {given}: {parent} is a file, not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise OutputRefused(f"{label} {given}: the directory {parent} is not writable")
+    try:  # access() says yes to root everywhere (/proc, a read-only mount): try for real, before any work
+        fd, probe = tempfile.mkstemp(dir=parent, prefix=".eagle-audit-probe.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutputRefused(f"{label} {given}: nothing can be written in {parent} ({e.strerror or e})") from None
 
 
 def is_checkpoint(directory: Path) -> bool:
@@ -148,6 +184,7 @@ def _umask_mode(existing: Path) -> int:
 def write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` atomically: a temporary file beside it, then a rename over it."""
     p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)  # a missing folder of an output path is made (check_output tried it)
     fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -172,14 +209,23 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
 @contextmanager
 def new_directory(path: str | os.PathLike) -> Iterator[Path]:
     """Build a directory under a temporary name beside ``path`` and rename it into place when the block
-    ends without error (``path`` must be absent or empty); on error the temporary directory is removed."""
+    ends without error (``path`` must be absent, empty, or one eagle-audit wrote: :func:`written_here`, which is
+    then moved aside, replaced, and removed); on error the temporary directory is removed."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp"))
     try:
         yield tmp
         os.chmod(tmp, 0o777 & ~_current_umask())
+        old = None
+        if p.is_dir() and any(p.iterdir()):
+            if not written_here(p):
+                raise OutputRefused(f"{path}: the directory is not empty and was not written by eagle-audit")
+            old = Path(tempfile.mkdtemp(dir=p.parent, prefix=f".{p.name}.", suffix=".old"))
+            os.replace(p, old / "dir")
         os.replace(tmp, p)  # POSIX: replaces an empty directory, fails on a non-empty one
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

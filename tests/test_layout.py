@@ -11,7 +11,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "eagle_audit"
 #: docs/layout.md's order, from the ground up: a module imports only from its own floor or below ...
-FLOORS = (("errors", "cache", "threads"), ("states", "expr", "jsonfile", "target", "outputs", "demo"),
+FLOORS = (("errors", "cache", "threads", "terminal"), ("states", "expr", "jsonfile", "target", "outputs", "demo"),
           ("conventions", "capture", "prompts"), ("source", "draft", "probe", "engines"), ("resolution", "provenance"),
           ("runtime",), ("inputs",), ("accept", "layers"), ("fingerprint", "served", "report"), ("check",),
           ("api", "cli"))

@@ -48,7 +48,7 @@ def test_unwritable_or_wrong_kind_outputs_are_refused(draft, tmp_path):
         outputs.check_output(tmp_path / "f", [], "--report", kind="dir")
     with pytest.raises(OutputRefused, match="is a file, not a directory"):
         outputs.check_output(tmp_path / "f" / "sub" / "x.json", [], "--json")
-    with pytest.raises(OutputRefused, match="not empty"):
+    with pytest.raises(OutputRefused, match="holds files eagle-audit did not write"):
         outputs.check_output(draft.parent, [], "--write-fixed-config", kind="new_dir")
     loop = tmp_path / "loop"
     loop.symlink_to(loop)
@@ -105,3 +105,17 @@ def test_new_directory_appears_whole_or_not_at_all(tmp_path):
             (tmp / "a").write_text("1")
             raise RuntimeError("killed half-way")
     assert sorted(x.name for x in tmp_path.iterdir()) == ["d"]
+
+
+def test_an_output_in_a_folder_nothing_can_be_created_in_is_refused(tmp_path):
+    """root passes os.access() in /proc; only a real attempt tells (issue 28.5). A missing folder that can be
+    made is fine: it is made when the output is written."""
+    import os
+
+    if os.path.isdir("/proc"):
+        with pytest.raises(OutputRefused, match="nothing can be written in /proc"):
+            outputs.check_output("/proc/nope/result.json", [], "--json")
+    outputs.check_output(tmp_path / "new" / "sub" / "r.json", [], "--json")
+    outputs.write_text(tmp_path / "new" / "sub" / "r.json", "{}")
+    assert (tmp_path / "new" / "sub" / "r.json").read_text() == "{}"
+    assert [p.name for p in tmp_path.iterdir()] == ["new"]  # the probe file is gone

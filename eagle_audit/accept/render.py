@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..terminal import print_table
 from .run import AcceptResult
 
 
@@ -39,7 +40,7 @@ def render_accept(result: AcceptResult, console: Console) -> None:
     for a in result.attribution:
         table.add_row(f"served, slot {a.slot} fixed", f"{a.served.label()} -> {a.trained.label()}",
                       _fmt(a.accept_length), "", "")
-    console.print(table)
+    print_table(console, table)
     if result.live is not None:
         lj = result.live.to_json()
         console.print(f"[bold]live[/] accept length {_fmt(lj['accept_length'])}, {_fmt(lj['tokens_per_s'], 1)} tok/s vs "

@@ -33,6 +33,7 @@ def render_served(result, console: Console) -> None:
     from rich.table import Table
 
     from ..layers.render import render_findings_and_fix
+    from ..terminal import print_table
 
     console.print(f"[bold]server[/] {result.kind} {result.url}: {result.requests} requests, {result.tokens} tokens",
                   highlight=False)
@@ -44,7 +45,7 @@ def render_served(result, console: Console) -> None:
         table.add_row(str(m.slot), m.expected.label(), m.matched.label() if m.matched else f"none (nearest "
                       f"{m.nearest.label()} {m.nearest_cosine:.4f})", f"{m.cosine:.4f}", f"{m.min_cosine:.4f}",
                       f"{m.rel_error:.4f}", m.verdict)
-    console.print(table)
+    print_table(console, table)
     render_findings_and_fix(result.findings, None, console)
     for n in result.notes:
         console.print(f"note: {n}", style="dim", highlight=False)

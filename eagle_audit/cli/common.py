@@ -145,10 +145,40 @@ def error_edge():
         raise typer.Exit(EXIT_INTERNAL)
 
 
+#: what an option's value is called in --help, by parameter name; any other value is N (an integer), X (a number)
+#: or TEXT. Short on purpose: --help is designed for 80 columns (a wide type column squeezed every description)
+METAVARS = {"target": "PATH", "draft": "DIR", "engine": "NAME|FILE", "trainer": "NAME|FILE", "trained_boundaries": "LIST",
+            "trained_ids": "LIST", "boundaries": "LIST", "fail_under_positions": "LIST", "prompts": "FILE",
+            "json_out": "FILE", "report": "DIR", "write_fixed_config": "DIR", "out_dir": "DIR", "out": "FILE",
+            "html": "FILE", "md": "FILE", "source": "PATH", "server": "URL",
+            "states_server": "URL", "hidden_states_dir": "DIR", "server_kind": "KIND", "api_key": "TOKEN",
+            "device": "DEVICE", "dtype": "DTYPE", "device_map": "auto"}
+_BY_TYPE = {int: "N", float: "X"}
+
+
+def short_metavars(command) -> None:
+    """Give every option and argument of ``command`` its short metavar (:data:`METAVARS`), where none is set; a
+    flag shows none (never ``<bool>``)."""
+    for p in command.params:
+        if getattr(p, "is_flag", False) or p.metavar is not None:
+            continue
+        if p.param_type_name == "argument":  # its name is its metavar (ENGINE, RESULTS...); no type beside it
+            p.display_type_rich = lambda ctx=None: None
+            continue
+        kind = getattr(getattr(p, "type_descriptor", None), "annotation", str)
+        p.metavar = METAVARS.get(p.name) or _BY_TYPE.get(kind, "TEXT")
+
+
 class Group(TyperGroup):
     """The command group: usage errors (unknown option, missing value, a bad number) become one
     ``error:`` line and exit 2 instead of click's multi-line box; anything unexpected outside a
-    command's :func:`error_edge` is an internal error (exit 3)."""
+    command's :func:`error_edge` is an internal error (exit 3). Every command's --help shows short
+    metavars (:func:`short_metavars`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            short_metavars(command)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:

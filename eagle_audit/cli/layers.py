@@ -58,8 +58,10 @@ def layers(
 
 
 def _write_fixed(draft: str, dest: str, result) -> None:
-    """A corrected copy of the draft in ``dest`` (absent or empty; checked before the run): config.json
-    patched, every other file linked (copied where links are not possible). Built under a temporary
+    """A corrected copy of the draft in ``dest`` (absent, empty, or an earlier copy eagle-audit wrote: checked before
+    the run, :func:`eagle_audit.outputs.check_output`): config.json patched, every other file linked (copied where
+    links are not possible), marked as eagle-audit's (:func:`eagle_audit.outputs.mark_output`), so a re-run
+    replaces it. Built under a temporary
     name beside ``dest`` and renamed into place, so a failure leaves nothing half-written."""
     import json
 
@@ -69,17 +71,16 @@ def _write_fixed(draft: str, dest: str, result) -> None:
         return
     if not result.fix.possible:
         raise AuditError(f"--write-fixed-config: no config change fixes this for {result.fix.engine}: {result.fix.explanation}")
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise AuditError(f"--write-fixed-config {dest}: the directory exists and is not empty",
-                         hint="choose a new or empty directory")
+    outputs.check_output(out_dir, {"draft": draft}, "--write-fixed-config", "new_dir")  # again: it may have changed
     config = json.loads((src / "config.json").read_text(encoding="utf-8"))
     with outputs.new_directory(out_dir) as tmp:
         (tmp / "config.json").write_text(json.dumps(merge_patch(config, result.fix.patch), indent=2) + "\n")
         for f in src.iterdir():
-            if f.name != "config.json":
+            if f.name not in ("config.json", outputs.OUTPUT_MARKER):
                 link = tmp / f.name
                 try:
                     link.symlink_to(f.resolve())
                 except OSError:
                     shutil.copy2(f, link)
+        outputs.mark_output(tmp, {"written_by": "eagle-audit layers --write-fixed-config", "draft": str(src.resolve())})
     err.print(f"wrote {out_dir / 'config.json'} (weights linked from {src})")

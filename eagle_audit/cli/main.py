@@ -15,7 +15,7 @@ from .probe import probe
 from .report import report
 from .train_canary import train_canary
 
-app = typer.Typer(cls=Group, add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+app = typer.Typer(cls=Group, add_completion=False, rich_markup_mode=None, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Audit the hidden-state wiring of EAGLE-3 drafts between training pipelines and serving engines.")
 
 

@@ -10,10 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from .common import check_outputs, error_edge, write_output
 from ..probe import (DELEGATING_UNRESOLVED, PROBERS, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ProbeResult, builtin_base,
                      probe_engine, to_convention, to_convention_data)
 from ..probe.trainer import DELEGATING_TRAINERS, trainer_convention, trainer_convention_data
+from ..terminal import print_table
+from .common import check_outputs, error_edge, write_output
 
 
 def probe(
@@ -70,9 +71,7 @@ def probe(
 def render(result: ProbeResult, console: Console | None = None) -> None:
     """The table of capture rules, one row per architecture, then those without capture."""
     if console is None:
-        console = Console()
-        if not console.is_terminal:  # piped: do not squeeze the table into 80 columns
-            console = Console(width=160)
+        console = Console()  # the terminal's width, 80 when piped (COLUMNS sets it): a table too wide becomes a list
     ids = ", ".join(_read_text(r) for r in result.id_reads) if result.id_reads else (
         ", ".join(result.ids_from) if result.ids_from else "not found")
     what = {"sglang-dflash": "DFlash", "sglang-dspark": "DSpark", "vllm-dflash": "DFlash / DSpark"}.get(result.name or "", "EAGLE-3")
@@ -90,7 +89,7 @@ def render(result: ProbeResult, console: Console | None = None) -> None:
     for a in archs:
         if a.status in (DELEGATING_UNRESOLVED, UNRECOGNISED):
             table.add_row(a.arch, f"[yellow]{a.status}[/]", a.reason, "", a.where())
-    console.print(table)
+    print_table(console, table)
     console.print(f"draft ids read from: {ids}"
                   + (f" ({result.ids_site.path}:{result.ids_site.line})" if result.ids_site else ""))
     unsupported = sorted(result.by_status(UNSUPPORTED), key=lambda a: a.arch.lower())

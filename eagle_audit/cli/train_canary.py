@@ -32,7 +32,7 @@ def train_canary(
     draft_vocab: Annotated[int, typer.Option("--draft-vocab", help="Draft vocabulary: the most frequent target tokens of the text.", min=16, max=10_000_000)] = 4096,
     max_new_tokens: Annotated[int, typer.Option("--max-new-tokens", help="Greedy continuation length per prompt.", min=2, max=1_000_000)] = 256,
     lr: Annotated[float, typer.Option("--lr", help="AdamW learning rate (warm-up then cosine); finite, in (0, 10].", callback=in_range(0, 10, lo_open=True))] = 2e-3,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for initialisation and batch order.", min=0, max=2**63 - 1)] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for initialisation and batch order (0 to 2**63 - 1).", callback=in_range(0, 2**63 - 1))] = 0,
     threads: Threads = None,
     device: Annotated[str, typer.Option("--device", help="Where the target generates and the draft trains: cpu or cuda[:i].")] = "cpu",
     dtype: Annotated[str, typer.Option("--dtype", help="Training precision: float32, or bfloat16 (bf16 autocast on CUDA, float32 master weights).")] = "float32",

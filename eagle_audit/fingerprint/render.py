@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..layers.render import render_findings_and_fix
+from ..terminal import print_table
 from .result import FingerprintResult
 
 
@@ -38,7 +39,7 @@ def render_fingerprint(result: FingerprintResult, console: Console) -> None:
                 else "[yellow]beside a state not searched[/]" if s.unsearched else "[green]separated[/]")
         table.add_row(str(s.index), e(s.text()), e(s.runner_up.label()) if s.runner_up else "-", e(lp), e(t1), mark,
                       e(s.needs()))
-    console.print(table)
+    print_table(console, table)
     if result.inferred is not None:
         wiring = "[" + ", ".join(s.text() for s in result.slots) + "]"
         console.print(f"[bold]trained wiring (from the weights)[/] {e(wiring)}  confidence: {e(result.confidence)}",

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from ..terminal import print_table
 from .result import LayersResult
 
 _VERDICT_STYLE = {"ok": "green", "missing": "red", "extra": "red"}
@@ -48,7 +49,7 @@ def render_layers(result: LayersResult, console: Console) -> None:
         near = f"{s.nearest.label()} ({s.nearest_cosine:.3f})" if s.nearest is not None else "-"
         table.add_row(str(s.index), s.trained.label() if s.trained else "-", s.served.label() if s.served else "-",
                       f"{s.cosine:.3f}" if s.cosine is not None else "-", near, f"[{style}]{s.verdict}[/]")
-    console.print(table)
+    print_table(console, table)
     render_findings_and_fix(result.findings, result.fix, console)
     # result.suggestions also travel in provenance notes ("suggestion: ..."), printed once below and in reports
     for note in result.provenance.get("notes") or ():

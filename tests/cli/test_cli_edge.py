@@ -105,6 +105,29 @@ def test_write_fixed_config_onto_a_file_is_refused(cli, config_only_target, make
     assert (tmp_path / "file").read_text() == "keep"
 
 
+def test_write_fixed_config_twice_replaces_its_own_copy_and_nothing_else(cli, config_only_target, make_draft, digest,
+                                                                         tmp_path):
+    """Issue 28.2: the README's layers example run a second time exited 2 ("the directory exists and is not
+    empty"). A directory eagle-audit wrote (its marker lists every file) is replaced; any other never."""
+    draft = make_draft(nested_ids=[1, 3, 4])
+    args = ("-t", config_only_target("LlamaForCausalLM", 8), "-d", draft, "-e", "vllm-v1", "--static",
+            "--write-fixed-config", tmp_path / "fixed")
+    first = cli(*args)
+    assert first.exit_code == 1, first.output
+    written = digest(tmp_path / "fixed")
+    again = cli(*args)
+    assert again.exit_code == 1 and "error" not in again.stderr, again.output
+    assert digest(tmp_path / "fixed") == written and "config.json" in written
+    (tmp_path / "fixed" / "notes.txt").write_text("mine")  # someone else's file in it: never overwritten
+    assert "holds files eagle-audit did not write" in one_error_line(cli(*args))
+    assert (tmp_path / "fixed" / "notes.txt").read_text() == "mine"
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text("{}")
+    assert "holds files eagle-audit did not write" in one_error_line(cli(*args[:-1], tmp_path / "other"))
+    assert (tmp_path / "other" / "config.json").read_text() == "{}"
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary left beside it
+
+
 def test_train_canary_never_writes_over_a_model(cli, config_only_target, make_draft, digest, tmp_path):
     target = config_only_target("LlamaForCausalLM", 8)
     draft = make_draft()
@@ -284,3 +307,38 @@ def test_a_gguf_given_as_the_draft_is_named_a_target(cli, config_only_target, tm
     gguf.write_bytes(b"GGUF")
     line = one_error_line(cli("-t", config_only_target(), "-d", gguf, "--static"))
     assert line.startswith(f"error: {gguf}: a .gguf file is a target model, not a draft"), line
+
+
+@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("command", ["layers", "accept-rate", "check", "fingerprint", "train-canary", "probe", "report"])
+def test_help_fits_the_terminal_and_names_values_shortly(monkeypatch, command, width):
+    """Issue 28.3: --help ran 215-256 lines per command at 80 columns, descriptions squeezed to about 22 characters
+    and cut with an ellipsis beside a type column such as ``<int range> [0<=x<=9223372036854775807]``; flags showed
+    ``<bool>``."""
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("COLUMNS", str(width))
+    res = CliRunner().invoke(app, [command, "--help"])
+    assert res.exit_code == 0, res.output
+    lines = res.stdout.splitlines()
+    assert max(len(line) for line in lines) <= width, max(lines, key=len)
+    for word in ("<bool>", "<str>", "<int range>", "<float", "9223372036854775807", "…"):
+        assert word not in res.stdout, word
+    assert len(lines) < 150, len(lines)
+    options = [line for line in lines if re.match(r"  (-\w, )?--[a-z-]+", line)]
+    assert options and all(len(line.split("  ", 2)[-1].strip()) >= 20 or line.strip().startswith("--")
+                           for line in options)
+
+
+@pytest.mark.parametrize("command", ["layers", "accept-rate", "fingerprint", "check"])
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(cli, tiny_targets, make_draft, command):
+    """Issue 28.5: ``--json /proc/nope/result.json`` audited for 8 s, printed the verdict, then failed (root may
+    "access" /proc; nothing can be created there). Now: one line, exit 2, nothing computed, nothing on stdout."""
+    import os
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("no /proc here")
+    res = cli("-t", tiny_targets["llama"].path, "-d", make_draft(nested_ids=[1, 3, 4]), "--json",
+              "/proc/nope/result.json", command=command)
+    assert "error: --json /proc/nope/result.json: nothing can be written in /proc" in one_error_line(res)
+    assert res.stdout == ""
