@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import err, error_edge, reporter, use_threads
+from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads
 from .options import AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option
 
 
@@ -26,6 +26,13 @@ def server_hints():
     except ServerTimeout as e:
         e.hint = "raise --server-timeout (one request) or --server-deadline (the whole reading)"
         raise
+
+
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+ACCEPT_UNUSED = (
+    ("hidden_states_dir", "!states_server", "it says where a vLLM --states-server writes its states, and none is given"),
+    (SERVER_REACH[1:], "!server|!states_server", "it says how to reach a --server or --states-server, and none is given"),
+)
 
 
 @audit_command
@@ -65,6 +72,7 @@ def accept_rate(
     more (or a gate fails: one line says which), 2 bad input, 3 internal error.
     """
     with error_edge():
+        refuse_unused(ctx, ACCEPT_UNUSED)
         use_threads(args.threads)
         from ..accept.render import render_accept
         from ..accept.run import AcceptOptions, run_accept

@@ -7,9 +7,21 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import err, error_edge, reporter, use_threads
+from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads
 from .options import (AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option,
                       static_option)
+
+
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+CHECK_UNUSED = (
+    ("server", "static", "--static runs the static audit only, so the server is never asked"),
+    ("fingerprint", "static", "--static loads no weights, so nothing is read off them"),
+    (("device", "dtype", "device_map", "prompts", "max_prompts", "max_tokens", "num_steps", "topk", "num_draft_tokens",
+      "max_new_tokens", "tolerance", "gen_batch"), "static", "--static loads no weights and runs no prompt"),
+    (("fail_under", "fail_under_positions"), "static",
+     "--static measures no accept length, so the gate would never be tested"),
+    (SERVER_REACH, "!server", "it says how to reach a --server, and none is given"),
+)
 
 
 @audit_command
@@ -44,6 +56,7 @@ def check(
     line says which), 2 bad input, 3 internal error.
     """
     with error_edge():
+        refuse_unused(ctx, CHECK_UNUSED)
         use_threads(args.threads)
         from ..check.render import render_check
         from ..check.run import CheckOptions, run_check

@@ -25,7 +25,7 @@ except ImportError:  # older typer runs on click itself
     from click.exceptions import NoArgsIsHelpError
 
 from .. import outputs
-from ..errors import EXIT_INTERNAL, PARAM_REF, AuditError
+from ..errors import EXIT_INTERNAL, PARAM_REF, AuditError, BadOption
 
 
 class FlagConsole(Console):
@@ -208,6 +208,41 @@ def _usage_hint(e: ClickException) -> str | None:
     if ctx is None:
         return None
     return f"see {ctx.command_path} --help"
+
+
+def given(ctx, name: str) -> bool:
+    """Whether the option ``name`` was given on the command line (or from the environment), not defaulted."""
+    try:
+        source = ctx.get_parameter_source(name)
+    except Exception:  # noqa: BLE001 - no such parameter
+        return False
+    return source is not None and source.name in ("COMMANDLINE", "ENVIRONMENT", "PROMPT")
+
+
+#: how a server reached by --server (or --states-server) is reached: options that do nothing without one
+SERVER_REACH = ("hidden_states_dir", "server_kind", "api_key", "server_timeout", "server_deadline")
+
+
+def refuse_unused(ctx, rules) -> None:
+    """One ``error:`` line, exit 2, for an option given where it does nothing (issue 28.4: ``layers --static
+    --server URL`` ignored the server and said nothing). ``rules``: ``(names, when, why)``: any option of
+    ``names`` given while ``when`` holds (``"static"``: that flag is on; ``"!server"``: that option is not
+    given; several alternatives joined by ``|``: every one holds) is refused, ``why`` saying what was not run."""
+    def holds(cond: str) -> bool:
+        for c in cond.split("|"):
+            neg, name = c.startswith("!"), c.lstrip("!")
+            on = given(ctx, name) and ctx.params.get(name) not in (None, False)
+            if on == neg:
+                return False
+        return True
+
+    for names, when, why in rules:
+        for name in (names,) if isinstance(names, str) else names:
+            if given(ctx, name) and holds(when):
+                p = _option(name, ctx)
+                flag = (p.secondary_opts[0] if p is not None and p.secondary_opts and ctx.params.get(name) is False
+                        else flag_for(name, ctx))
+                raise BadOption(f"{flag} does nothing here: {why}", hint=f"drop {flag}")
 
 
 def progress_enabled(json_out: str | None) -> bool:

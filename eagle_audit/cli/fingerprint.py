@@ -6,9 +6,13 @@ import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from ..fingerprint.defaults import MORE_PROMPTS
-from .common import error_edge, reporter, use_threads
+from .common import SERVER_REACH, error_edge, refuse_unused, reporter, use_threads
 from .options import (AuditArgs, MaxNewTokens, MorePrompts, ServerArgs, TttSteps, audit_command,
                       hidden_states_dir_option, server_option)
+
+
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+FINGERPRINT_UNUSED = ((SERVER_REACH, "!states_server", "it says how to reach a --server, and none is given"),)
 
 
 @audit_command(without=("device_map",))
@@ -41,6 +45,7 @@ def fingerprint(
     this target), 2 bad input.
     """
     with error_edge():
+        refuse_unused(ctx, FINGERPRINT_UNUSED)
         from ..fingerprint.render import render_fingerprint
         from ..fingerprint.options import FingerprintOptions
         from ..fingerprint.run import run_fingerprint

@@ -14,8 +14,19 @@ from ..layers.fix import merge_patch
 from ..layers.render import render_layers
 from ..layers.run import LayersOptions, run_layers
 from .accept_rate import server_hints
-from .common import err, error_edge, reporter, use_threads
+from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads
 from .options import AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option, static_option
+
+
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+LAYERS_UNUSED = (
+    ("server", "static", "--static loads no weights and reads no state, so the server is never asked; drop --static "
+     "to compare the server's states with the local capture"),
+    (("device", "dtype", "device_map", "prompts", "max_prompts", "max_tokens"), "static",
+     "--static loads no weights and runs no prompt"),
+    ("scan", "static", "--static captures nothing"),
+    (SERVER_REACH, "!server", "it says how to reach a --server, and none is given"),
+)
 
 
 @audit_command
@@ -44,6 +55,7 @@ def layers(
     Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input, 3 internal error.
     """
     with error_edge():
+        refuse_unused(ctx, LAYERS_UNUSED)
         use_threads(args.threads)
         args = args.with_defaults()
         args.check_outputs(new_dirs={"--write-fixed-config": write_fixed_config})

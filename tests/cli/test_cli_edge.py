@@ -342,3 +342,23 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(cli, tiny_t
               "/proc/nope/result.json", command=command)
     assert "error: --json /proc/nope/result.json: nothing can be written in /proc" in one_error_line(res)
     assert res.stdout == ""
+
+
+@pytest.mark.parametrize("command, args, flag", [
+    ("layers", ["--static", "--server", "http://127.0.0.1:9"], "--server"),
+    ("layers", ["--static", "--no-scan"], "--no-scan"),
+    ("layers", ["--static", "--prompts", "p.jsonl"], "--prompts"),
+    ("layers", ["--hidden-states-dir", "/tmp"], "--hidden-states-dir"),
+    ("layers", ["--api-key", "k"], "--api-key"),
+    ("check", ["--static", "--server", "http://127.0.0.1:9"], "--server"),
+    ("check", ["--static", "--fail-under", "2"], "--fail-under"),
+    ("check", ["--static", "--fingerprint"], "--fingerprint"),
+    ("accept-rate", ["--server-kind", "vllm"], "--server-kind"),
+    ("accept-rate", ["--hidden-states-dir", "/tmp"], "--hidden-states-dir"),
+    ("fingerprint", ["--server-timeout", "5"], "--server-timeout"),
+])
+def test_an_option_that_would_do_nothing_is_one_line_exit_2(cli, config_only_target, make_draft, command, args, flag):
+    """Issue 28.4: ``layers --static --server URL`` ignored --server and exited 1 with no note."""
+    res = cli("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(), *args, command=command)
+    assert one_error_line(res).startswith(f"error: {flag} does nothing here: "), res.stderr
+    assert res.stdout == ""
