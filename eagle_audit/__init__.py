@@ -15,11 +15,12 @@ import types as _types
 __version__ = "0.1.0"
 
 _API = {"audit_layers": ".api", "accept_rate": ".api", "capture": ".api", "check": ".api", "load_target": ".api",
+        "fingerprint": ".api",
         "State": ".states", "AuditError": ".errors"}
 #: API names that are also submodule names: importing the submodule must not replace the function here.
 _SHADOWED = {"capture", "check", "fingerprint"}
 
-__all__ = ["__version__", "fingerprint", *_API]
+__all__ = ["__version__", *_API]
 
 
 def __getattr__(name: str):
@@ -28,12 +29,6 @@ def __getattr__(name: str):
 
     if name in _API:
         value = getattr(importlib.import_module(_API[name], __name__), name)
-    elif name == "fingerprint":  # the fingerprint command's Python entry point, where this version has it
-        import importlib.util
-
-        if importlib.util.find_spec(f"{__name__}.fingerprint") is None:
-            raise AttributeError("eagle_audit.fingerprint is not available in this version")
-        value = importlib.import_module(".fingerprint.api", __name__).fingerprint
     else:
         raise AttributeError(f"module 'eagle_audit' has no attribute {name!r}")
     globals()[name] = value

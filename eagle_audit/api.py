@@ -10,8 +10,8 @@
 Inputs are typed: paths as ``str`` or :class:`os.PathLike` (a hub id as ``str``), trained states as
 :class:`State` objects or boundary ints (``[0, 3, 31]``, ``[State(0), State(32, normed=True)]``), ids as
 ints. Text forms such as ``"0,3,31"`` are the CLI's and are refused here. Errors are
-:class:`eagle_audit.errors.AuditError` (a problem with the inputs; ``str(e)`` names the parameter) or
-``TypeError`` (a value of the wrong type). The results are the frozen objects the CLI renders and writes
+:class:`eagle_audit.errors.AuditError` (a problem with the inputs; ``str(e)`` names the parameter, as the CLI's
+one line does); a value of the wrong type is :class:`eagle_audit.errors.BadArgument`, also a ``TypeError``. The results are the frozen objects the CLI renders and writes
 as JSON: :class:`eagle_audit.layers.result.LayersResult` and :class:`eagle_audit.accept.run.AcceptResult`.
 ``target=None`` and ``draft=None`` mean the embedded demo (SmolLM2-135M-Instruct and the demo draft).
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable, Sequence
 
+from .errors import BadArgument, BadOption, param, shown
 from .states import State
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
     from .accept.run import AcceptResult
     from .check.result import CheckResult
+    from .fingerprint.result import FingerprintResult
     from .layers.result import LayersResult
     from .source.server import StatesServer
     from .target import LoadedTarget
@@ -39,7 +41,26 @@ Progress = Callable[[int, int], None]
 def _path(value, name: str) -> str:
     if isinstance(value, (str, os.PathLike)):
         return os.fspath(value)
-    raise TypeError(f"{name}: expected a str or os.PathLike, got {type(value).__name__}")
+    raise BadArgument(f"{param(name)}: expected a str or os.PathLike, got {type(value).__name__}")
+
+
+def _counts(**values) -> None:
+    """Each ``name=(value, lo, hi)`` an integer in ``lo..hi`` (``hi`` None: no upper bound), as the CLI's option
+    checks it (cli/options.py); else the CLI's one-line message, as :class:`BadOption`."""
+    for name, (value, lo, hi) in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BadArgument(f"{param(name)}: expected an int, got {type(value).__name__}")
+        if value < lo or (hi is not None and value > hi):
+            bound = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+            raise BadOption(f"{param(name)}: must be an integer {bound}, got {shown(value)}")
+
+
+def _texts(**values) -> None:
+    for name, value in values.items():
+        if value is not None and not isinstance(value, str):
+            raise BadArgument(f"{param(name)}: expected a str, got {type(value).__name__}")
 
 
 def _defaults(target: PathLike | None, draft: PathLike | None) -> tuple[str, str]:
@@ -54,8 +75,8 @@ def _states(values, name: str) -> tuple[State | int, ...] | None:
     if values is None:
         return None
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise TypeError(f"{name}: expected a sequence of State objects or ints such as [0, 3, 31], "
-                        f"got {type(values).__name__}")
+        raise BadArgument(f"{param(name)}: expected a sequence of State objects or ints such as [0, 3, 31], "
+                          f"got {type(values).__name__}")
     return tuple(values)
 
 
@@ -75,8 +96,9 @@ def _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, pro
 def _ints(values, name: str) -> tuple[int, ...] | None:
     if values is None:
         return None
-    if isinstance(values, (str, bytes)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
-        raise TypeError(f"{name}: expected a sequence of ints such as [1, 14, 26], got {values!r}")
+    if (isinstance(values, (str, bytes)) or not isinstance(values, Sequence)
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in values)):
+        raise BadArgument(f"{param(name)}: expected a sequence of ints such as [1, 14, 26], got {shown(values)}")
     return tuple(values)
 
 
@@ -98,6 +120,8 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
     at run time, in its convention; ``static`` checks configs only (no weights loaded, no cosines)."""
     from .layers.run import LayersOptions, run_layers
 
+    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None))
+    _texts(device=device, dtype=dtype, device_map=device_map)
     opts = LayersOptions(**_inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts),
                          max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
                          device_map=device_map, static=static, scan=scan, use_installed_engine=use_installed_engine,
@@ -130,6 +154,8 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
     a server that serves the draft."""
     from .accept.run import AcceptOptions, run_accept
 
+    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None), gen_batch=(gen_batch, 1, None))
+    _texts(device=device, dtype=dtype, device_map=device_map, server_kind=server_kind)
     inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
     ids = None
     if prompt_ids is not None:
@@ -160,10 +186,12 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
     ``hidden_states_dir``)."""
     from .check.run import CheckOptions, run_check
 
+    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None), gen_batch=(gen_batch, 1, None))
+    _texts(device=device, dtype=dtype, device_map=device_map, server_kind=server_kind)
     inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
     if isinstance(fail_under_positions, (str, bytes)) or not isinstance(fail_under_positions, Sequence):
-        raise TypeError(f"fail_under_positions: expected a sequence of numbers such as [0.4, 0.2, 0.1], got "
-                        f"{type(fail_under_positions).__name__}")
+        raise BadArgument(f"{param('fail_under_positions')}: expected a sequence of numbers such as [0.4, 0.2, 0.1], "
+                          f"got {type(fail_under_positions).__name__}")
     opts = CheckOptions(**inputs, max_prompts=max_prompts, max_tokens=max_tokens, static=static, fingerprint=fingerprint, num_steps=num_steps,
                         topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
                         tolerance=tolerance, gen_batch=gen_batch, fail_under=fail_under,
@@ -204,6 +232,8 @@ def capture(target: PathLike | LoadedTarget | None, inputs: str | Sequence[int],
         target, device=device, dtype=dtype)
     n = loaded.info.num_layers
     wanted = all_states(n) if states is None else as_states(_states(states, "states"), n, param("states"))
+    if not isinstance(inputs, (str, Sequence)):
+        raise BadArgument(f"{param('inputs')}: expected a text or a sequence of token ids, got {type(inputs).__name__}")
     if isinstance(inputs, str):
         if loaded.tokenizer is None:
             raise AuditError(f"{param('inputs')}: the target has no tokenizer; give token ids")
@@ -215,3 +245,28 @@ def capture(target: PathLike | LoadedTarget | None, inputs: str | Sequence[int],
     with torch.inference_mode():
         caps = capture_states(loaded, torch.tensor([ids]), wanted)
     return {s: caps[s][0] for s in wanted}
+
+
+def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
+                trainer: PathLike | None = None, prompts: PathLike | None = None,
+                prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8, max_tokens: int = 256,
+                max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto", use_installed_engine: bool = True,
+                server: str | StatesServer | None = None, ttt_steps: int | None = None,
+                more_prompts: int | None = None) -> FingerprintResult:
+    """``eagle-audit fingerprint``: which wiring the draft's weights were trained on (docs/fingerprint.md).
+    ``target=None`` / ``draft=None``: the embedded demo. ``server``: a reference SGLang or vLLM server (URL or
+    :class:`~eagle_audit.served.source.StatesServer`) giving every target state and the argmax at every position,
+    for a ``target`` directory without weights; ``ttt_steps`` None: 3 on CUDA, 1 on the CPU; ``more_prompts`` None:
+    the CLI's default second-round budget."""
+    from .fingerprint.defaults import MORE_PROMPTS
+    from .fingerprint.api import fingerprint as run
+
+    inputs = _inputs(target, draft, engine, trainer, None, None, prompts)
+    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None),
+            max_new_tokens=(max_new_tokens, 2, None), ttt_steps=(ttt_steps, 1, 8), more_prompts=(more_prompts, 0, None))
+    _texts(device=device, dtype=dtype)
+    ids = None if prompt_ids is None else tuple(_ints(p, "prompt_ids") for p in prompt_ids)
+    return run(inputs["target"], inputs["draft"], engine=inputs["engine"], trainer=inputs["trainer"],
+               prompts=inputs["prompts"], prompt_ids=ids, max_prompts=max_prompts, max_tokens=max_tokens,
+               max_new_tokens=max_new_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
+               server=server, ttt_steps=ttt_steps, more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts)

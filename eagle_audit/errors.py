@@ -93,3 +93,8 @@ class BadOption(AuditError):
 
 class OutputRefused(AuditError):
     """An output path that would overwrite an input or unrelated data, or that cannot be written."""
+
+
+class BadArgument(BadOption, TypeError):
+    """A Python API argument of the wrong type (a text where a sequence is meant, None where a path is): the
+    package's own error, with the one-line message the CLI prints; also a ``TypeError``."""

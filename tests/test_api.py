@@ -53,8 +53,41 @@ def test_static_audit_with_paths_and_ids(tiny_targets, make_draft):
     (dict(prompts=["a prompt"]), "prompts"),
 ])
 def test_cli_strings_and_wrong_types_are_refused(tiny_targets, make_draft, kwargs, name):
-    with pytest.raises(TypeError, match=f"^{name}: expected"):
+    from eagle_audit.errors import BadArgument
+
+    with pytest.raises(BadArgument, match=f"^`{name}`: expected") as info:  # the package's own error, a TypeError too
         audit_layers(tiny_targets["llama"].path, make_draft(), static=True, **kwargs)
+    assert isinstance(info.value, TypeError) and isinstance(info.value, AuditError)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda t, d: eagle_audit.fingerprint(t, 5), "`draft`: expected a str or os.PathLike, got int"),
+    (lambda t, d: eagle_audit.fingerprint(t, d, max_prompts=0), "`max_prompts`: must be an integer >= 1, got 0"),
+    (lambda t, d: eagle_audit.fingerprint(t, d, ttt_steps=9), "`ttt_steps`: must be an integer in 1..8, got 9"),
+    (lambda t, d: audit_layers(t, d, static=True, max_tokens="x"), "`max_tokens`: expected an int, got str"),
+    (lambda t, d: audit_layers(t, d, engine=None, static=True), "`engine`: expected a str or os.PathLike, got NoneType"),
+    (lambda t, d: audit_layers(t, d, max_prompts=0, static=True), "`max_prompts`: must be an integer >= 1, got 0"),
+    (lambda t, d: eagle_audit.accept_rate(t, d, max_prompts=0), "`max_prompts`: must be an integer >= 1, got 0"),
+    (lambda t, d: eagle_audit.check(t, d, static=True, max_tokens=-1), "`max_tokens`: must be an integer >= 1, got -1"),
+    (lambda t, d: capture(t, 123), "`inputs`: expected a text or a sequence of token ids, got int"),
+])
+def test_bad_arguments_raise_the_packages_error_with_the_cli_message(tiny_targets, make_draft, call, message):
+    """Issue 28.6: ``fingerprint(None, None)`` raised a raw TypeError from pathlib; every public function takes what
+    its docs say and refuses the rest with an AuditError whose message the CLI would print (``max_prompts`` shown
+    as ``--max-prompts`` there), before any work."""
+    with pytest.raises(AuditError) as info:
+        call(tiny_targets["llama"].path, make_draft())
+    assert str(info.value) == message
+
+
+def test_fingerprint_none_means_the_demo(audit_cache):
+    """docs/python-api.md: None means the demo, for fingerprint too (it raised TypeError from pathlib)."""
+    from eagle_audit.demo import demo_draft
+    from eagle_audit.target import default_target
+
+    result = eagle_audit.fingerprint(None, None, max_prompts=2, max_new_tokens=8, more_prompts=0)
+    assert result.target["name"] == default_target() and result.draft["path"] == demo_draft()
+    assert len(result.slots) == 3
 
 
 def test_library_errors_name_parameters_not_flags(tiny_targets, make_draft):

@@ -318,9 +318,23 @@ def write_output(text: str, dest: str, what: str, announce: bool = False) -> Non
         err.print(f"wrote {dest}", highlight=False)
 
 
+def flagged(data, ctx=None):
+    """A result's JSON as the running command writes it: every parameter reference in its texts shown as the
+    command's flag (:func:`show_flags`: ``--trainer fingerprint``, not ```trainer='fingerprint'```), as the terminal
+    shows it; keys and other values untouched. The Python API's ``to_json()`` keeps the parameter names."""
+    if isinstance(data, str):
+        return show_flags(data, ctx)
+    if isinstance(data, Mapping):
+        return {k: flagged(v, ctx) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [flagged(v, ctx) for v in data]
+    return data
+
+
 def write_json(data: dict, dest: str) -> None:
-    """``data`` as JSON on stdout (``dest`` "-") or into a file (:func:`write_output`)."""
-    write_output(json.dumps(data, indent=2, default=str) + "\n", dest, "JSON")
+    """``data`` as JSON on stdout (``dest`` "-") or into a file (:func:`write_output`), its texts as the command
+    shows them (:func:`flagged`)."""
+    write_output(json.dumps(flagged(data), indent=2, default=str) + "\n", dest, "JSON")
 
 
 # ----------------------------------------------------------------------------- safety helpers every command uses

@@ -44,7 +44,7 @@ def report(
         if html is None and md is None and out_dir is None:
             out_dir = "reports"
         check_outputs([("result", p) for p in results], files={"--html": html, "--md": md}, dirs={"--out": out_dir})
-        docs = [load_result(p) for p in results]
+        docs = [_as_written(load_result(p)) for p in results]
         data = merge(*docs)
         rendered = []
         if html is not None:
@@ -57,3 +57,22 @@ def report(
             for path in write_reports(docs[0] if len(docs) == 1 else data, out_dir, inputs=[("result", p) for p in results]):  # one file: kept as it was
                 err.print(f"wrote {path}", highlight=False)
 
+
+#: the command that writes each result schema (whose flags a result's parameter references name)
+PRODUCERS = {"eagle-audit/layers/1": "layers", "eagle-audit/accept-rate/1": "accept-rate",
+             "eagle-audit/fingerprint/2": "fingerprint", "eagle-audit/fingerprint/1": "fingerprint",
+             "eagle-audit/check/1": "check", "eagle-audit/report/1": "layers"}
+
+
+def _as_written(doc: dict) -> dict:
+    """A result as the CLI writes it: a result the Python API saved names its parameters (```trainer='fingerprint'```);
+    the report shows them as the flags of the command that writes that result (``--trainer fingerprint``), as
+    that command's terminal output and JSON do (:func:`eagle_audit.cli.common.flagged`)."""
+    from types import SimpleNamespace
+
+    from .common import flagged, get_current_context
+
+    ctx = get_current_context(silent=True)
+    group = ctx.find_root().command if ctx is not None else None
+    command = getattr(group, "commands", {}).get(PRODUCERS.get(str(doc.get("schema")), ""))
+    return flagged(doc, SimpleNamespace(command=command)) if command is not None else doc

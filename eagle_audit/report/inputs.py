@@ -79,8 +79,14 @@ def normalize(data: Any, where: str = "result") -> dict:
         raise BadResult(f"{where}: 'schema' must be a string, got {type(schema).__name__}")
     if schema == REPORT_SCHEMA or (schema is None and ("layers" in data or "accept_rate" in data)):
         layers, accept = data.get("layers"), data.get("accept_rate")
+        if layers is None and accept is None and isinstance(data.get("fingerprint"), Mapping):  # normalized before
+            fp = data["fingerprint"]
+            _check(fp, fp.get("schema") if fp.get("schema") in (FINGERPRINT_SCHEMA, FINGERPRINT_SCHEMA_1)
+                   else FINGERPRINT_SCHEMA, f"{where}: fingerprint")
+            return {"schema": REPORT_SCHEMA, "layers": None, "accept_rate": None, "fingerprint": dict(fp)}
         if layers is None and accept is None:
-            raise BadResult(f"{where}: a merged report holds neither 'layers' nor 'accept_rate'")
+            raise BadResult(f"{where}: a merged report that holds no result (neither 'layers', 'accept_rate' nor "
+                            "'fingerprint'): nothing to render")
         if layers is not None:
             _check(layers, LAYERS_SCHEMA, f"{where}: layers")
         if accept is not None:
@@ -93,6 +99,9 @@ def normalize(data: Any, where: str = "result") -> dict:
         return out
     if schema == CHECK_SCHEMA:
         return _from_check(data, where)
+    not_rendered = _not_rendered(data)
+    if schema not in KINDS and not_rendered:
+        raise BadResult(f"{where}: {not_rendered}; report renders layers, accept-rate, fingerprint and check results")
     if schema not in KINDS:
         known = ", ".join([*KINDS, REPORT_SCHEMA, CHECK_SCHEMA])
         shown = repr(schema) if schema is not None else "no 'schema' key"
@@ -102,6 +111,23 @@ def normalize(data: Any, where: str = "result") -> dict:
     merged: dict[str, Any] = {"schema": REPORT_SCHEMA, "layers": None, "accept_rate": None}
     merged[KINDS[schema]] = dict(data)  # a fingerprint result adds its own key
     return merged
+
+
+#: files eagle-audit writes that are not results a report renders: schema -> what the file is
+NOT_RENDERED = {"eagle-audit/convention/1": "a convention file (what probe writes), not a result: give it "
+                                            "to layers as the engine, by its file name"}
+#: the keys of a train-canary --json record (it has no schema key)
+_CANARY_KEYS = {"out_dir", "boundaries", "first_token_accuracy"}
+
+
+def _not_rendered(data: Mapping[str, Any]) -> str | None:
+    """What a file eagle-audit wrote is, when it is not a result a report renders (None: anything else)."""
+    if data.get("schema") in NOT_RENDERED:
+        return NOT_RENDERED[data["schema"]]
+    if data.get("schema") is None and _CANARY_KEYS <= set(data):
+        return ("a train-canary record (the canary's training summary), not an audit result: audit the canary "
+                "directory as the draft with layers or accept-rate and report that result")
+    return None
 
 
 def _from_check(data: Mapping[str, Any], where: str) -> dict:

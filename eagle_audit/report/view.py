@@ -130,7 +130,7 @@ def build_view(data: Mapping[str, Any]) -> View:
         verdict = layers["verdict"]
         findings = _findings(layers["findings"])
         fix = _fix(layers.get("fix"))
-        slots = [_slot(s) for s in layers["slots"] if isinstance(s, Mapping)]
+        slots = [_slot(s, findings) for s in layers["slots"] if isinstance(s, Mapping)]
         wiring = [w for w in (_wiring("trained", layers.get("trained")), _wiring("served", layers.get("served"))) if w]
         heat, heat_note = _heatmap(layers, slots)
         rules = as_dict(as_dict(layers.get("provenance")).get("engine_rules"))
@@ -195,10 +195,21 @@ def short_name(name: Any) -> str:
     return base[: -len(".gguf")] if base.lower().endswith(".gguf") else base
 
 
-def _verdict_css(verdict: str) -> str:
+def _verdict_css(verdict: str, severity: str | None = None) -> str:
+    """A slot's mark: the severity of the findings about it (an ``error`` finding is ``bad``, the same 🔴 / ❌ as the
+    findings list, a ``warning`` ``warn``), else its verdict (``ok``; an offset no finding names is ``warn``)."""
+    if severity == "error":
+        return "bad"
+    if severity == "warning":
+        return "warn"
     if verdict == "ok":
         return "ok"
     return "warn" if verdict.startswith("offset") else "bad"
+
+
+def _slot_severity(index: Any, findings: list[FindingView]) -> str | None:
+    sev = {f.severity for f in findings if f.slot == index and isinstance(index, int)}
+    return "error" if "error" in sev else ("warning" if "warning" in sev else None)
 
 
 def _findings(raw: list) -> list[FindingView]:
@@ -235,7 +246,7 @@ def pretty_json(obj: Any, indent: int = 2, _level: int = 0) -> str:
     return json.dumps(obj)
 
 
-def _slot(s: Mapping) -> SlotView:
+def _slot(s: Mapping, findings: list[FindingView] = ()) -> SlotView:
     cos, ncos = number(s.get("cosine")), number(s.get("nearest_cosine"))
     nearest = label(s.get("nearest")) if s.get("nearest") is not None else "-"
     if nearest != "-" and ncos is not None:
@@ -244,7 +255,7 @@ def _slot(s: Mapping) -> SlotView:
     index = s.get("index", 0)
     return SlotView(index=index if isinstance(index, int) and not isinstance(index, bool) else -1, trained=label(s.get("trained")), served=label(s.get("served")),
                     cosine=f"{cos:.3f}" if cos is not None else "-", nearest=nearest, verdict=verdict,
-                    css=_verdict_css(verdict))
+                    css=_verdict_css(verdict, _slot_severity(index, list(findings))))
 
 
 def _wiring(side: str, raw: Any) -> WiringView | None:

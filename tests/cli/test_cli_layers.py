@@ -144,7 +144,7 @@ def test_write_fixed_config_refusals(cli, tiny_targets, make_draft, digest, tmp_
     (busy / "x").write_text("keep")
     res = cli("-t", target, "-d", draft, "-e", "vllm-v1", "--static", "--write-fixed-config", busy)
     assert_bad_input(res, busy, audited=True)
-    assert "exists and is not empty" in res.stderr
+    assert "holds files eagle-audit did not write" in res.stderr and (busy / "x").read_text() == "keep"
     unreachable = make_draft(nested_ids=[1, 3, 7])
     res = cli("-t", target, "-d", unreachable, "--static", "--write-fixed-config", tmp_path / "never")
     assert_bad_input(res, "no config change fixes this for sglang", audited=True)
@@ -166,10 +166,14 @@ def test_missing_draft_path(cli, tiny_targets, tmp_path):
     assert_bad_input(cli("-t", tiny_targets["llama"], "-d", tmp_path / "no-draft"), tmp_path / "no-draft")
 
 
-def test_non_eagle_checkpoint(cli, tiny_targets):
+def test_non_eagle_checkpoint(cli, tiny_targets, make_draft):
     target = tiny_targets["llama"]
-    res = cli("-t", target, "-d", target)  # a plain causal LM has no fc.weight
+    res = cli("-t", target, "-d", target)  # a plain causal LM has no fc.weight: it is a target (issue 28.1)
     assert_bad_input(res, target.path)
+    assert "this is a target model, not a draft" in res.stderr and "no fc.weight" in res.stderr
+    no_fc = make_draft(edit=lambda sd: sd.pop("fc.weight"))  # a draft's config without its fc
+    res = cli("-t", target, "-d", no_fc)
+    assert_bad_input(res, no_fc)
     assert "no fc.weight: not an EAGLE-3 draft" in res.stderr
 
 

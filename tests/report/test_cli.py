@@ -95,3 +95,35 @@ def test_help_documents_every_option(app):
     assert r.exit_code == 0
     for text in ("--html", "--md", "--out", "Examples", "eagle-audit report result.json"):
         assert text in r.output
+
+
+@pytest.mark.usefixtures("one_thread")
+def test_every_result_kind_the_tool_writes_is_rendered(app, tiny_targets, make_draft, tmp_path):
+    """Issue 28.8: ``report fp.json`` said "a merged report holds neither 'layers' nor 'accept_rate'", naming
+    neither the file nor the cause. A fingerprint and a check result render like a layers result."""
+    import eagle_audit
+
+    target, draft = tiny_targets["llama"].path, make_draft(nested_ids=[1, 3, 4])
+    docs = {"fp": eagle_audit.fingerprint(target, draft, max_prompts=2, max_tokens=16, max_new_tokens=4,
+                                          more_prompts=0, use_installed_engine=False),
+            "check": eagle_audit.check(target, draft, static=True, use_installed_engine=False)}
+    for name, result in docs.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(result.to_json(), default=str))
+        res = _run(app, path, "--html", tmp_path / f"{name}.html", "--md", tmp_path / f"{name}.md")
+        assert res.exit_code == 0, (name, res.output)
+        assert "<html" in (tmp_path / f"{name}.html").read_text() and (tmp_path / f"{name}.md").read_text()
+    assert "fingerprint" in (tmp_path / "fp.md").read_text()
+
+
+@pytest.mark.parametrize("doc, says", [
+    ({"out_dir": "c", "boundaries": [2], "first_token_accuracy": 0.5, "final_loss": 1.0}, "a train-canary record"),
+    ({"schema": "eagle-audit/convention/1", "name": "x"}, "a convention file"),
+])
+def test_a_file_report_cannot_render_is_named_in_one_line(app, tmp_path, doc, says):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(doc))
+    res = _run(app, path, "--md", "-")
+    assert res.exit_code == 2 and res.stdout == ""
+    line, = res.stderr.strip().splitlines()
+    assert line.startswith(f"error: {path}: {says}") and "report renders layers, accept-rate, fingerprint and check" in line

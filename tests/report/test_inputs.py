@@ -54,7 +54,7 @@ def test_merged_document_with_other_subjects_is_refused(demo_result, make_accept
     ([1, 2], "expected a JSON object, got list"),
     ({"schema": "eagle-audit/layers/2"}, "unknown result schema ('eagle-audit/layers/2')"),
     ({"verdict": "match"}, "no 'schema' key"),
-    ({"schema": "eagle-audit/report/1"}, "holds neither"),
+    ({"schema": "eagle-audit/report/1"}, "holds no result"),
 ])
 def test_bad_documents(doc, message):
     with pytest.raises(BadResult) as e:

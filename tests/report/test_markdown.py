@@ -143,3 +143,27 @@ def test_md_text_escapes_block_starts():
     assert md_text("_em_") == "\\_em\\_" and md_text("x [a](b)") == "x [a\\](b)" and md_text("[a]: b") == "\\[a\\]: b"
     assert md_text("[2, N // 2] = [B2]") == "\\[2, N // 2] = [B2]"
     assert md_code("a`b") == "``a`b``" and md_code("`x`") == "`` `x` ``"
+
+
+def test_user_outputs_speak_in_flags_and_marks_agree_with_findings(demo_result, tmp_path):
+    """Issue 28.7: result.json and the Markdown said ```trainer='fingerprint'``` where the terminal says
+    ``--trainer fingerprint``, and the slot table marked offsets ⚠️ while the findings call them 🔴 errors."""
+    import eagle_audit
+    from typer.testing import CliRunner
+
+    from eagle_audit.cli.main import app
+
+    text = json.dumps(demo_result)
+    assert "--trainer fingerprint" in text and "trainer='fingerprint'" not in text  # the CLI's JSON
+    md = render_markdown(demo_result)
+    errors = {f["slot"] for f in demo_result["findings"] if f["severity"] == "error" and f["slot"] is not None}
+    rows = [line for line in md.splitlines() if re.match(r"\| \d+ \| `B", line)]
+    assert errors and rows
+    for line in rows:
+        slot = int(line.split("|")[1])
+        assert ("❌" in line) == (slot in errors) and "⚠️" not in line, line
+    saved = tmp_path / "api.json"  # a result the Python API saved: its report speaks in flags too
+    saved.write_text(json.dumps(eagle_audit.audit_layers(static=True).to_json(), default=str))
+    assert "trainer='fingerprint'" in saved.read_text()
+    res = CliRunner().invoke(app, ["report", str(saved), "--md", "-"])
+    assert res.exit_code == 0 and "--trainer fingerprint" in res.stdout and "trainer='fingerprint'" not in res.stdout
