@@ -17,6 +17,7 @@ EXIT_OK = 0
 EXIT_MISMATCH = 1
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 3
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 
 #: the longest a value quoted in a message may be (see :func:`shown`)
 SHOWN_LIMIT = 80
@@ -48,6 +49,8 @@ EXIT_MEANINGS = {
     EXIT_BAD_INPUT: "bad input or usage: one line on stderr names the file or option and the problem; no traceback",
     EXIT_INTERNAL: "internal error (a bug): one line `error: internal error, please report ...`; "
                    "`EAGLE_AUDIT_DEBUG=1` shows the traceback (docs/safety.md)",
+    EXIT_INTERRUPTED: "interrupted (Ctrl-C): one line `interrupted: ...` names every output not written; writes are "
+                      "atomic, so each output is whole or absent",
 }
 
 

@@ -33,7 +33,17 @@ def test_audit_layers_returns_what_the_cli_writes(tiny_targets, make_draft, cli)
               "--builtin-rules", "--json", "-")
     assert res.exit_code == 1, res.output
     written = json.loads(res.stdout)
+    from types import SimpleNamespace
+
+    import typer.main
+
+    from eagle_audit.cli.common import flagged
+    from eagle_audit.cli.main import app
+
+    layers_command = SimpleNamespace(command=typer.main.get_command(app).commands["layers"])
     mine = json.loads(json.dumps(result.to_json(), default=str))
+    assert mine != flagged(mine, layers_command)  # the library names parameters; the CLI's JSON shows its flags
+    mine = flagged(mine, layers_command)
     assert mine["provenance"].pop("command") is None  # a library call has no command line
     written["provenance"].pop("command")
     assert mine == written

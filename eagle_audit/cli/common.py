@@ -25,7 +25,7 @@ except ImportError:  # older typer runs on click itself
     from click.exceptions import NoArgsIsHelpError
 
 from .. import outputs
-from ..errors import EXIT_INTERNAL, PARAM_REF, AuditError, BadOption
+from ..errors import EXIT_INTERNAL, EXIT_INTERRUPTED, PARAM_REF, AuditError, BadOption
 
 
 class FlagConsole(Console):
@@ -131,6 +131,9 @@ def error_edge():
     (one line, exit 3). EAGLE_AUDIT_DEBUG=1 re-raises instead, with the traceback."""
     try:
         yield
+    except KeyboardInterrupt:  # typer would turn it into a silent exit 130
+        interrupted()
+        raise typer.Exit(EXIT_INTERRUPTED) from None
     except (Exit, Abort, ClickException):
         raise
     except AuditError as e:
@@ -169,6 +172,33 @@ def short_metavars(command) -> None:
         p.metavar = METAVARS.get(p.name) or _BY_TYPE.get(kind, "TEXT")
 
 
+#: the outputs this run was asked for and has not written yet: path -> flag (:func:`check_outputs` adds them,
+#: :func:`wrote` removes them); what an interrupt says was left unwritten
+PENDING: dict[str, str] = {}
+
+
+#: the outputs written so far
+WRITTEN: list[str] = []
+
+
+def wrote(path: str | None) -> None:
+    """``path`` (an output given to :func:`check_outputs`) is written."""
+    if path is not None:
+        PENDING.pop(str(path), None)
+        WRITTEN.append(str(path))
+
+
+def interrupted() -> None:
+    """The line an interrupt prints on stderr: ``interrupted`` and every asked-for output not written (writes are
+    atomic: an output is either whole or absent)."""
+    if PENDING:
+        what = "not written: " + ", ".join(f"{flag} {path}" for path, flag in PENDING.items())
+    else:
+        what = "every output asked for was written" if WRITTEN else "nothing was written"
+    err.print(f"interrupted: {what}", highlight=False, soft_wrap=True)
+    PENDING.clear()
+
+
 class Group(TyperGroup):
     """The command group: usage errors (unknown option, missing value, a bad number) become one
     ``error:`` line and exit 2 instead of click's multi-line box; anything unexpected outside a
@@ -190,9 +220,9 @@ class Group(TyperGroup):
         except ClickException as e:
             print_error(e.format_message(), _usage_hint(e))
             rv = e.exit_code
-        except Abort:
-            err.print("aborted", highlight=False)
-            rv = 130
+        except (Abort, KeyboardInterrupt):
+            interrupted()
+            rv = EXIT_INTERRUPTED
         except Exception as e:  # noqa: BLE001 - the last edge: never a traceback, never exit 1
             if os.environ.get("EAGLE_AUDIT_DEBUG"):
                 raise
@@ -246,26 +276,46 @@ def refuse_unused(ctx, rules) -> None:
 
 
 def progress_enabled(json_out: str | None) -> bool:
+    """Whether a live progress bar is drawn: on a terminal, and never with ``--json -``."""
     return err.is_terminal and json_out != "-"
+
+
+#: when stderr is not a terminal (a log, a CI job): a progress line at most this often, in seconds, and at the end
+LOG_EVERY = 10.0
 
 
 @contextmanager
 def reporter(json_out: str | None):
-    """``(status, progress)`` callbacks for a library run: status lines and one progress bar on stderr,
-    shown only on a terminal and never with ``--json -``."""
+    """``(status, progress)`` callbacks for a library run, on stderr. On a terminal: dim status lines and one live
+    progress bar (none with ``--json -``). Elsewhere (piped, a log, CI): plain lines a log keeps, each with the
+    seconds since the start (``[   12s] stage captured: ...``, ``[   40s] prompts 3/8``), a progress line at most
+    every :data:`LOG_EVERY` seconds and at the last prompt."""
+    import time
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    show = progress_enabled(json_out)
+    live = progress_enabled(json_out)
+    start, last = time.monotonic(), [float("-inf")]
+
+    def log(msg: str) -> None:
+        err.print(f"[{time.monotonic() - start:6.0f}s] {msg}", markup=False, highlight=False, soft_wrap=True)
+
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err, disable=not show, transient=True) as bar:
+                  console=err, disable=not live, transient=True) as bar:
         task = bar.add_task("prompts", total=None, visible=False)
 
         def status(msg: str) -> None:
-            if show:
+            if live:
                 err.print(f"[dim]{msg}[/]")
+            elif not err.is_terminal:
+                log(msg)
 
         def progress(done: int, total: int) -> None:
-            bar.update(task, description="prompts", completed=done, total=total, visible=True)
+            if live:
+                bar.update(task, description="prompts", completed=done, total=total, visible=True)
+            elif not err.is_terminal and (done >= total or time.monotonic() - last[0] >= LOG_EVERY):
+                last[0] = time.monotonic()
+                log(f"prompts {done}/{total}")
 
         yield status, progress
 
@@ -314,6 +364,7 @@ def write_output(text: str, dest: str, what: str, announce: bool = False) -> Non
         outputs.write_text(dest, text)
     except OSError as e:
         raise AuditError(f"{dest}: cannot write {what} ({e.strerror or e})") from None
+    wrote(dest)
     if announce:
         err.print(f"wrote {dest}", highlight=False)
 
@@ -372,3 +423,4 @@ def check_outputs(inputs: Mapping[str, str | None] | Iterable[str | None], files
         for flag, path in table.items():
             if path is not None and str(path) != "-":
                 outputs.check_output(path, inputs, flag, kind)
+                PENDING[str(path)] = flag

@@ -14,7 +14,7 @@ from ..layers.fix import merge_patch
 from ..layers.render import render_layers
 from ..layers.run import LayersOptions, run_layers
 from .accept_rate import server_hints
-from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads
+from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads, wrote
 from .options import AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option, static_option
 
 
@@ -66,6 +66,7 @@ def layers(
         args.emit(result, render_layers)
         if write_fixed_config:
             _write_fixed(args.draft, write_fixed_config, result)
+            wrote(write_fixed_config)
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)
 
 

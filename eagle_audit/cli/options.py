@@ -19,7 +19,7 @@ from typer import BadParameter
 from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import AuditError
-from .common import audit_inputs, check_outputs, command_line, default_inputs, err, flagged, out, write_json
+from .common import audit_inputs, check_outputs, command_line, default_inputs, err, flagged, out, write_json, wrote
 
 
 def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, integer: bool = False):
@@ -183,6 +183,7 @@ class AuditArgs:
 
             for path in write_reports(flagged(result.to_json()), self.report, inputs=self.inputs()):
                 err.print(f"wrote {path}")
+            wrote(self.report)
 
 
 #: the fields of :class:`AuditArgs` listed before a command's own options in --help

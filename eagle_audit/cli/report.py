@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import AuditError
-from .common import check_outputs, err, error_edge, write_output
+from .common import check_outputs, err, error_edge, write_output, wrote
 
 
 def report(
@@ -56,6 +56,7 @@ def report(
         if out_dir is not None:
             for path in write_reports(docs[0] if len(docs) == 1 else data, out_dir, inputs=[("result", p) for p in results]):  # one file: kept as it was
                 err.print(f"wrote {path}", highlight=False)
+            wrote(out_dir)
 
 
 #: the command that writes each result schema (whose flags a result's parameter references name)

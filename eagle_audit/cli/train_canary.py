@@ -8,7 +8,7 @@ import typer
 
 from ..errors import EXIT_OK, param
 from ..outputs import check_canary_out
-from .common import audit_inputs, check_outputs, err, error_edge, out, use_threads, write_json
+from .common import PENDING, audit_inputs, check_outputs, err, error_edge, out, use_threads, write_json, wrote
 from .options import JsonOut, Prompts, Target, Threads, in_range
 
 
@@ -56,6 +56,7 @@ def train_canary(
     """
     with error_edge():
         check_canary_out(out_dir, train_inputs(target, prompts), "--out", force=force, force_label="--force")
+        PENDING[str(out_dir)] = "--out"
         check_outputs(train_inputs(target, prompts), files={"--json": json_out})
         use_threads(threads)
         from ..accept.canary import CanaryOptions, train_canary as train
@@ -78,6 +79,7 @@ def train_canary(
                              draft_vocab=draft_vocab, max_new_tokens=max_new_tokens, seed=seed, device=device,
                              dtype=dtype)
         result = train(tgt, ids, opts, out_dir, log=lambda m: err.print(f"[dim]{m}[/]"))
+        wrote(out_dir)
         if json_out != "-":
             out.print(f"wrote canary {result.out_dir}: boundaries {list(result.boundaries)}, {result.sequences} "
                       f"sequences / {result.tokens} tokens, draft vocab {result.draft_vocab}, "

@@ -232,7 +232,8 @@ def test_only_parameter_references_become_flags(cli, make_draft, monkeypatch):
 
 
 def test_the_fingerprint_suggestion_names_the_flag(cli, config_only_target, make_draft):
-    """The library's suggestion names the parameter and value (JSON, Python); the terminal shows the flag."""
+    """The library's suggestion names the parameter and value (Python); the terminal and the JSON the CLI writes show
+    the flag (issue 28.7: they said ```trainer='fingerprint'``` where the terminal says ``--trainer fingerprint``)."""
     args = ("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(nested_ids=[1, 3, 4]), "--static")
     res = cli(*args)
     assert res.exit_code == 0, res.output
@@ -240,7 +241,11 @@ def test_the_fingerprint_suggestion_names_the_flag(cli, config_only_target, make
     assert "measure it on the draft's weights: --trainer fingerprint (or eagle-audit fingerprint)" in text, text
     assert "trainer=" not in text and "trainer '" not in text
     data = json.loads(cli(*args, "--json", "-").stdout)
-    assert data["suggestions"] and all("`trainer='fingerprint'`" in s for s in data["suggestions"])
+    assert data["suggestions"] and all("--trainer fingerprint" in s and "trainer=" not in s for s in data["suggestions"])
+    from eagle_audit import audit_layers
+
+    library = audit_layers(*args[1:4:2], static=True).to_json()
+    assert library["suggestions"] and all("`trainer='fingerprint'`" in s for s in library["suggestions"])
 
 
 @pytest.mark.parametrize("static", [True, False])
@@ -362,3 +367,41 @@ def test_an_option_that_would_do_nothing_is_one_line_exit_2(cli, config_only_tar
     res = cli("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(), *args, command=command)
     assert one_error_line(res).startswith(f"error: {flag} does nothing here: "), res.stderr
     assert res.stdout == ""
+
+
+def test_progress_goes_to_stderr_as_lines_a_log_keeps(cli, tiny_targets, make_draft, tmp_path):
+    """Issue 28.9: piped, ``check`` printed nothing until the end. Not on a terminal, every status and the
+    prompt progress are plain stderr lines with the seconds since the start; stdout keeps only the data."""
+    res = cli("-t", tiny_targets["llama"].path, "-d", make_draft(nested_ids=[1, 3, 4]), "--max-prompts", 2,
+              "--max-tokens", 16, "--builtin-rules", "--json", tmp_path / "r.json")
+    assert res.exit_code == 0, res.output  # SpecForge's ids, which SGLang reads: a match
+    lines = res.stderr.splitlines()
+    assert any(re.match(r"^\[ *\d+s\] loading target ", line) for line in lines), lines
+    assert any(re.match(r"^\[ *\d+s\] prompts 2/2$", line) for line in lines), lines
+    assert "\x1b" not in res.stderr and "\r" not in res.stderr  # no bar, no colour codes: a log keeps it as is
+    assert "prompts" not in res.stdout
+
+
+@pytest.mark.parametrize("command", ["layers", "accept-rate"])
+def test_an_interrupt_says_so_and_what_was_left_unwritten(cli, config_only_target, make_draft, tmp_path,
+                                                          monkeypatch, command):
+    """Issue 28.9: Ctrl-C exited 130 without a word. A real SIGINT arrives mid-run (sent where the target would
+    load): one line ``interrupted`` naming every output not written, exit 130, nothing half-written."""
+    import os
+    import signal
+
+    import eagle_audit.accept.run
+    import eagle_audit.layers.run
+
+    def interrupt(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGINT)
+        raise AssertionError("SIGINT did not interrupt")
+
+    for module in (eagle_audit.layers.run, eagle_audit.accept.run):  # where each command reads its inputs
+        monkeypatch.setattr(module, "prepare", interrupt)
+    res = cli("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(), "--json", tmp_path / "r.json",
+              "--report", tmp_path / "rep", command=command)
+    assert res.exit_code == 130, res.output
+    assert res.stderr.strip().splitlines()[-1] == (f"interrupted: not written: --json {tmp_path / 'r.json'}, "
+                                                   f"--report {tmp_path / 'rep'}")
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "rep").exists()
