@@ -282,6 +282,10 @@ def progress_enabled(json_out: str | None) -> bool:
 
 #: when stderr is not a terminal (a log, a CI job): a progress line at most this often, in seconds, and at the end
 LOG_EVERY = 10.0
+#: ... and only once the run has lasted this long (seconds): the lines before are held and then printed with their
+#: own times; a run that ends sooner (a fast audit, a bad input found at once) prints none, so an error stays the
+#: one line on stderr
+LOG_AFTER = 5.0
 
 
 @contextmanager
@@ -289,16 +293,20 @@ def reporter(json_out: str | None):
     """``(status, progress)`` callbacks for a library run, on stderr. On a terminal: dim status lines and one live
     progress bar (none with ``--json -``). Elsewhere (piped, a log, CI): plain lines a log keeps, each with the
     seconds since the start (``[   12s] stage captured: ...``, ``[   40s] prompts 3/8``), a progress line at most
-    every :data:`LOG_EVERY` seconds and at the last prompt."""
+    every :data:`LOG_EVERY` seconds and at the last prompt, once the run has lasted :data:`LOG_AFTER` seconds."""
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     live = progress_enabled(json_out)
-    start, last = time.monotonic(), [float("-inf")]
+    start, last, held = time.monotonic(), [float("-inf")], []
 
     def log(msg: str) -> None:
-        err.print(f"[{time.monotonic() - start:6.0f}s] {msg}", markup=False, highlight=False, soft_wrap=True)
+        held.append(f"[{time.monotonic() - start:6.0f}s] {msg}")
+        if time.monotonic() - start >= LOG_AFTER:
+            for line in held:
+                err.print(line, markup=False, highlight=False, soft_wrap=True)
+            held.clear()
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err, disable=not live, transient=True) as bar:
