@@ -163,3 +163,24 @@ def test_accept_rate_help_names_tree_drafts():
 
     help_text = typer.main.get_command(app).commands["accept-rate"].help
     assert "tree drafts" in help_text and "chain drafts" in help_text
+
+
+def test_readme_is_short_and_tells_what_a_newcomer_needs():
+    """Issue 28.10: README ran 203 lines, never said where the probe example's wheel comes from, put train-canary
+    at "about 10 minutes" (it takes about 3), and its exit-code table lacked 3 and 130."""
+    import typer.main
+
+    from eagle_audit.errors import EXIT_MEANINGS
+
+    lines = README.splitlines()
+    assert len(lines) <= 150, len(lines)
+    commands = README[README.index("## Commands"):README.index("## Python")]
+    for name in typer.main.get_command(app).commands:  # one example per command
+        assert len(re.findall(rf"^eagle-audit {name}\b", commands, re.M)) == 1, name
+    probe = commands[:commands.index("eagle-audit probe")].rsplit("```bash", 1)[1]
+    assert "pip download --no-deps sglang==0.5.23" in probe  # where the example's wheel comes from
+    table = README[README.index("## Exit codes"):]
+    assert [int(c) for c in re.findall(r"^\| (\d+) \|", table, re.M)] == sorted(EXIT_MEANINGS)
+    measured = json.loads((ROOT / "bench" / "results" / "train_canary_cli.json").read_text())
+    minutes = re.search(r"about (\d+) minutes? on 2 CPU cores", commands[commands.index("eagle-audit train-canary"):])
+    assert minutes and int(minutes.group(1)) == round(measured["cpu_s"] / 60), (minutes, measured["cpu_s"])
