@@ -31,7 +31,9 @@ def server_hints():
 #: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
 ACCEPT_UNUSED = (
     ("hidden_states_dir", "!states_server", "it says where a vLLM --states-server writes its states, and none is given"),
-    (SERVER_REACH[1:], "!server|!states_server", "it says how to reach a --server or --states-server, and none is given"),
+    (SERVER_REACH[1:-1], "!server|!states_server", "it says how to reach a --server or --states-server, and none is given"),
+    ("states_from", "!states_server", "it says where the target's states come from with a --states-server, and none is "
+                                      "given"),
 )
 
 

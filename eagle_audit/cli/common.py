@@ -250,7 +250,7 @@ def given(ctx, name: str) -> bool:
 
 
 #: how a server reached by --server (or --states-server) is reached: options that do nothing without one
-SERVER_REACH = ("hidden_states_dir", "server_kind", "api_key", "server_timeout", "server_deadline")
+SERVER_REACH = ("hidden_states_dir", "server_kind", "api_key", "server_timeout", "server_deadline", "states_from")
 
 
 def refuse_unused(ctx, rules) -> None:

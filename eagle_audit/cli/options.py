@@ -94,6 +94,10 @@ FailUnderPositions = Annotated[Optional[str], typer.Option(
 Tolerance = Annotated[float, typer.Option("--tolerance", help="Exit 1 when served accept length is more than this below trained (finite, >= 0).", callback=in_range(0))]
 # a running engine (accept-rate --server, check --server)
 ServerKind = Annotated[str, typer.Option("--server-kind", help="auto, sglang or vllm.")]
+StatesFrom = Annotated[str, typer.Option(
+    "--states-from", help="Where the target's states come from when a server is named: server (every state from "
+    "it; the weights are never loaded), local (the weights here; layers and check compare the server's states "
+    "with them), auto (server when the target directory holds no weights, else local). The run says which.")]
 ApiKey = Annotated[Optional[str], typer.Option(
     "--api-key", help="Bearer token for a --server started with --api-key. Default: $VLLM_API_KEY then "
     "$OPENAI_API_KEY for vLLM (the server itself reads VLLM_API_KEY), $OPENAI_API_KEY for SGLang (whose server "
@@ -282,6 +286,7 @@ class ServerArgs:
     api_key: ApiKey = None
     server_timeout: ServerTimeout = DEFAULT_TIMEOUT
     server_deadline: ServerDeadline = DEFAULT_DEADLINE
+    states_from: StatesFrom = "auto"
 
     def library(self) -> dict:
         """As the library options name them (AcceptOptions, CheckOptions)."""
@@ -295,7 +300,7 @@ class ServerArgs:
         from ..source.server import StatesServer
 
         return StatesServer(url, self.server_kind, self.api_key, self.server_timeout, self.server_deadline,
-                            hidden_states_dir)
+                            hidden_states_dir, self.states_from)
 
 
 #: the option groups :func:`audit_command` expands

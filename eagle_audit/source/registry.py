@@ -84,22 +84,49 @@ def as_source(target):
 
 
 def states_from(opts, *, server_only: bool = False) -> str:
-    """Where an audit's target states come from, decided here once for every analysis: ``"server"`` when
-    ``opts.states_server`` is set and the target directory holds no weights (:func:`eagle_audit.target.has_weights`),
-    else ``"local"`` (with a server and weights, ``layers`` and ``check`` compare the server's states with the local
-    capture). ``server_only``: the analysis takes its states from the server or not at all (``accept-rate
-    --states-server``, ``fingerprint --server``): a target that holds weights is then refused, since the states
-    would silently come from the weights instead."""
+    """Where an audit's target states come from, decided here once for every analysis, from the user's choice
+    ``opts.states_server.use`` (``--states-from``; docs/sources.md):
+
+    * ``"server"``: every state from the server; the target's weights are never loaded, wherever they are;
+    * ``"local"``: the weights here; with a server, ``layers`` and ``check`` compare its states with the local
+      capture;
+    * ``"auto"`` (the default): ``"server"`` when the target directory holds no weights
+      (:func:`eagle_audit.target.has_weights`), else ``"local"``.
+
+    ``server_only``: the analysis takes its states from the server or not at all (``accept-rate
+    --states-server``, ``fingerprint --server``): ``local`` is refused, and so is ``auto`` on a target that holds
+    weights (the states would silently come from the weights instead). No server: ``"local"``."""
     server = getattr(opts, "states_server", None)
     if server is None:
+        return "local"
+    use = getattr(server, "use", "auto")
+    if use == "server":
+        return "server"
+    if use == "local":
+        if server_only:
+            raise BadOption(f"{param('states_from', 'local')}: this analysis takes every target state from the server "
+                            f"it names ({param('states_server')}); use {param('states_from', 'server')} or leave the "
+                            "server out")
         return "local"
     if not has_weights(os.fspath(opts.target)):
         return "server"
     if server_only:
         raise BadOption(f"{param('states_server')} takes every target state from the server, but "
-                        f"{param('target', os.fspath(opts.target))} holds weights: name a directory of config.json, "
-                        "the tokenizer and embed_tokens.safetensors only (docs/server.md), or leave the server out")
+                        f"{param('target', os.fspath(opts.target))} holds weights: give "
+                        f"{param('states_from', 'server')} to take them from the server anyway (the weights are not "
+                        "loaded), name a directory of config.json, the tokenizer and embed_tokens.safetensors only "
+                        "(docs/server.md), or leave the server out")
     return "local"
+
+
+def states_reason(opts) -> str:
+    """Why the states come from where :func:`states_from` says, in words (for the run's notes)."""
+    server = opts.states_server
+    use = getattr(server, "use", "auto")
+    if use != "auto":
+        return f"{param('states_from', use)} chosen"
+    held = "holds weights" if has_weights(os.fspath(opts.target)) else "holds no weights"
+    return f"{param('states_from', 'auto')}: {os.fspath(opts.target)} {held}"
 
 
 def source_request(opts, device_map: str | None = None) -> SourceRequest:
@@ -112,5 +139,5 @@ def source_request(opts, device_map: str | None = None) -> SourceRequest:
     if states_from(opts) == "server":
         server = opts.states_server
         return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
-                                 options={"states_server": server})
+                             options={"states_server": server, "why": states_reason(opts)})
     return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)

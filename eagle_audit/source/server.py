@@ -34,12 +34,14 @@ from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..engines.launch import Capture, TargetShape
 from ..engines.options import ServerOptions, detect
 from ..engines.registry import engine
-from ..errors import param
+from ..errors import BadOption, param
 from .memo import Memo
 from .spec import (EMBEDDING, GENERATE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, CannotGive, Counts, Forced,
                            SourceRequest, SourceSpec)
 from ..states import State
 
+#: where an audit's target states may come from when a server is named (source.registry.states_from)
+STATES_FROM = ("auto", "server", "local")
 #: the file of a weights-free target directory that holds only the embedding (and head) the draft borrows
 EMBED_FILE = "embed_tokens.safetensors"
 
@@ -55,13 +57,19 @@ class StatesServer:
     timeout: float = DEFAULT_TIMEOUT
     deadline: float = DEFAULT_DEADLINE
     hidden_states_dir: str | None = None
+    use: str = "auto"  # where the target's states come from: "auto", "server" or "local" (source.registry.states_from)
+
+    def __post_init__(self):
+        if self.use not in STATES_FROM:
+            raise BadOption(f"{param('states_from', self.use)}: must be one of {', '.join(STATES_FROM)}")
 
     def options(self) -> ServerOptions:
         return ServerOptions(self.url, self.kind, self.api_key, self.timeout, self.deadline)
 
     def to_json(self) -> dict:
         return {"url": self.url, "kind": self.kind, "timeout": self.timeout, "deadline": self.deadline,
-                "hidden_states_dir": self.hidden_states_dir, "api_key": "<redacted>" if self.api_key else None}
+                "hidden_states_dir": self.hidden_states_dir, "api_key": "<redacted>" if self.api_key else None,
+                "states_from": self.use}
 
 
 def server_capture(server: StatesServer, shape: TargetShape) -> Capture:
@@ -94,7 +102,8 @@ class ServedSource:
         labels = ", ".join(s.label() for s in self.capture.states)
         self.spec = SourceSpec(name=self.info.name, backend="server",
                                origin=f"{self.capture.engine} server {server.url} (states {labels})"
-                                      + (f"; embedding from {EMBED_FILE}" if EMBEDDING in gives else ""),
+                                      + (f"; embedding from {EMBED_FILE}" if EMBEDDING in gives else "")
+                                      + (f"; {request.options['why']}" if request.options.get("why") else ""),
                                num_layers=self.info.num_layers, hidden_size=self.info.hidden_size,
                                states=tuple(self.capture.states), dtype="float32 (as served)", device="cpu",
                                gives=frozenset(gives))

@@ -410,3 +410,14 @@ def test_an_interrupt_says_so_and_what_was_left_unwritten(cli, config_only_targe
     assert res.stderr.strip().splitlines()[-1] == (f"interrupted: not written: --json {tmp_path / 'r.json'}, "
                                                    f"--report {tmp_path / 'rep'}")
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "rep").exists()
+
+
+def test_states_from_is_one_line_when_wrong_or_idle(cli):
+    """--states-from (where the states come from with a server, docs/sources.md): an unknown choice, and the
+    option with no server to take states from, are each one line, exit 2, before any work."""
+    r = cli("--states-from", "remote", "--server", "http://127.0.0.1:9")
+    assert r.exit_code == 2 and "must be one of auto, server, local" in r.output and "Traceback" not in r.output
+    r = cli("--states-from", "server")
+    assert r.exit_code == 2 and "--states-from does nothing here" in r.output
+    r = cli("--states-from", "server", command="accept-rate")
+    assert r.exit_code == 2 and "--states-from does nothing here" in r.output

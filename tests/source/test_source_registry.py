@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from eagle_audit.source import SourceRequest, open_source
-from eagle_audit.source.registry import source_request
+from eagle_audit.errors import BadOption
+from eagle_audit.source.registry import source_request, states_from
+from eagle_audit.source.server import StatesServer
 from eagle_audit.states import State
 
 SERVER = SimpleNamespace(url="http://127.0.0.1:9")  # never contacted: a request only names it
@@ -36,7 +38,8 @@ def test_a_server_with_weights_here_leaves_the_states_local(tiny_targets):
 def test_a_server_without_weights_here_gives_every_state(config_only_target):
     target = config_only_target("LlamaForCausalLM", 4)
     req = source_request(_opts(target, SERVER), device_map="auto")
-    assert req.server == SERVER.url and req.options == {"states_server": SERVER}
+    assert req.server == SERVER.url and req.options["states_server"] is SERVER
+    assert req.options["why"] == f"`states_from='auto'`: {target} holds no weights"  # the run says why
     assert req.target == str(target) and req.device_map is None  # nothing is loaded here to split
 
 
@@ -48,3 +51,23 @@ def test_a_state_the_target_lacks_is_refused_naming_it(tiny_targets):
             src.teacher_forced([[1, 2, 3]], (State(0), state))
     assert src.counts.forwards == 0  # refused before any forward
     assert src.teacher_forced([[1, 2, 3]], (State(n, normed=True),))[0].states[State(n, normed=True)].shape[0] == 3
+
+
+def test_the_choice_is_the_users_and_refusals_name_it(tiny_targets, config_only_target):
+    """--states-from: server takes every state from the server even beside weights (never loaded); local keeps
+    them here (layers/check compare), refused where the analysis takes its states only from a server; auto
+    decides by the weights and refuses a server-only analysis on a target with weights."""
+    weights, bare = tiny_targets["llama"].path, config_only_target("LlamaForCausalLM", 4)
+    url = "http://127.0.0.1:9"
+    for use, target, server_only, want in (("server", weights, True, "server"), ("server", weights, False, "server"),
+                                           ("local", bare, False, "local"), ("auto", bare, True, "server"),
+                                           ("auto", weights, False, "local")):
+        assert states_from(_opts(target, StatesServer(url, use=use)), server_only=server_only) == want, (use, target)
+    req = source_request(_opts(weights, StatesServer(url, use="server")))
+    assert req.server == url and req.options["why"] == "`states_from='server'` chosen"
+    with pytest.raises(BadOption, match="states_from='local'.*takes every target state from the server"):
+        states_from(_opts(bare, StatesServer(url, use="local")), server_only=True)
+    with pytest.raises(BadOption, match="holds weights: give `states_from='server'`"):
+        states_from(_opts(weights, StatesServer(url)), server_only=True)
+    with pytest.raises(BadOption, match="states_from='remote'.*must be one of auto, server, local"):
+        StatesServer(url, use="remote")
