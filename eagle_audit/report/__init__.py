@@ -6,7 +6,7 @@ Modules: ``inputs`` (read, check and merge result documents), ``view`` (what is 
 (jinja2 templates in ``templates/``), ``write`` (the three files of a report).
 """
 
-from .inputs import (ACCEPT_SCHEMA, LAYERS_SCHEMA, REPORT_SCHEMA, BadResult, ResultsDiffer, load_result, merge,
+from .results import (ACCEPT_SCHEMA, LAYERS_SCHEMA, REPORT_SCHEMA, BadResult, ResultsDiffer, load_result, merge,
                      normalize)
 from .render import render_html, render_markdown
 from .write import report_name, write_reports

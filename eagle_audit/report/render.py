@@ -31,7 +31,7 @@ def _env(kind: str) -> jinja2.Environment:
 
 def render_html(data: Mapping[str, Any]) -> str:
     """One self-contained HTML page (inline CSS, SVG and script; no external URL) for a layers result,
-    an accept-rate result, or both merged (see :mod:`eagle_audit.report.inputs`)."""
+    an accept-rate result, or both merged (see :mod:`eagle_audit.report.results`)."""
     script = Markup(_copy_js())
     return _env("html").get_template("report.html.j2").render(v=build_view(data), script=script,
                                                               script_hash=Markup(script_hash(str(script))))

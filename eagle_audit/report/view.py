@@ -17,7 +17,7 @@ from . import figures
 from .acceptance import AcceptView, accept_view, as_dict, as_list, label, number
 from .check import CheckView, check_view
 from .fingerprint import FingerprintView, fingerprint_view
-from .inputs import normalize
+from .results import normalize
 
 #: the note a layers finding carries when its fix is the config change shown once for all findings
 _SEE_FIX = "see the fix below"

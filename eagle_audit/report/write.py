@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from .. import outputs
 from ..errors import AuditError
-from .inputs import normalize
+from .results import normalize
 from .render import render_html, render_markdown
 from .view import short_name
 

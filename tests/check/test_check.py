@@ -91,7 +91,7 @@ def test_config_only_target_runs_the_static_stage_and_says_why_not_the_rest(conf
 
 
 def test_cli_check_exit_codes_gates_json_and_report(tiny_targets, make_draft, cli, tmp_path):
-    from eagle_audit.report.inputs import load_result
+    from eagle_audit.report.results import load_result
     from eagle_audit.report.render import render_markdown
 
     t, d = tiny_targets["llama"], make_draft(nested_ids=[1, 3, 5])

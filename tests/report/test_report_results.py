@@ -1,4 +1,4 @@
-"""Reading, checking and merging result documents (eagle_audit.report.inputs)."""
+"""Reading, checking and merging result documents (eagle_audit.report.results)."""
 
 from __future__ import annotations
 
