@@ -5,9 +5,14 @@ prompts are read from the package's data file and rendered with the tokenizer's 
 ``eagle-audit accept-rate`` does with its built-in prompts.
 
     python -m bench.speed.accept_floor TARGET_DIR [--max-prompts 8] [--max-new-tokens 128] [--no-cudnn]
+        [--dtype auto] [--no-generate]
 
 ``--no-cudnn``: decode with the flash / memory-efficient / math attention kernels only, as eagle-audit's
-decode loops do (``source/forwards.py`` ``decode_attention``). Prints one JSON line of phase times.
+decode loops do (``source/forwards.py`` ``decode_attention``). ``--dtype``: the weights' dtype; ``auto``
+(the default) is eagle-audit's own rule (``target.py`` ``parse_dtype``: float32 on the CPU, bfloat16 on a
+GPU), so the floor does the same arithmetic (until issue 29 it loaded bfloat16 everywhere: on a CPU with
+AVX512-BF16 that floor computed other, faster arithmetic than eagle-audit's float32). ``--no-generate``: the
+prompts alone, teacher-forced (the floor of ``eagle-audit layers``). Prints one JSON line of phase times.
 """
 
 from __future__ import annotations
@@ -34,12 +39,15 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--no-cudnn", action="store_true")
+    ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"))
+    ap.add_argument("--no-generate", action="store_true")
     args = ap.parse_args()
     phases = {"imports_s": time.perf_counter() - T0}
 
     t = time.perf_counter()
     tok = transformers.AutoTokenizer.from_pretrained(args.target)
-    model = transformers.AutoModelForCausalLM.from_pretrained(args.target, dtype=torch.bfloat16,
+    dtype = args.dtype if args.dtype != "auto" else ("float32" if args.device == "cpu" else "bfloat16")
+    model = transformers.AutoModelForCausalLM.from_pretrained(args.target, dtype=getattr(torch, dtype),
                                                               device_map={"": args.device}).eval()
     phases["load_s"] = time.perf_counter() - t
 
@@ -63,8 +71,9 @@ def main() -> None:
                                           torch.nn.attention.SDPBackend.EFFICIENT_ATTENTION,
                                           torch.nn.attention.SDPBackend.MATH]) if args.no_cudnn else _null()
     with torch.inference_mode(), ctx:
-        out = model.generate(input_ids=x, attention_mask=m, max_new_tokens=args.max_new_tokens, do_sample=False,
-                             pad_token_id=pad, eos_token_id=sorted(eos) or None)
+        out = x if args.no_generate else model.generate(
+            input_ids=x, attention_mask=m, max_new_tokens=args.max_new_tokens, do_sample=False, pad_token_id=pad,
+            eos_token_id=sorted(eos) or None)
     torch.cuda.synchronize() if args.device.startswith("cuda") else None
     phases["generate_s"] = time.perf_counter() - t
 
