@@ -33,7 +33,7 @@ def vllm_serving(draft_config: Mapping[str, Any], target: TargetShape, storage: 
     ids, _, _ = conv.read_draft_ids(draft_config)
     if ids is None:  # extract_hidden_states has no default (extract_hidden_states.py:45-49): name the default's ids
         ids = tuple(wiring.capture_indices)
-    cap = Capture("vllm", tuple(wiring.states), target.hidden_size, tuple(ids))
+    cap = Capture("vllm", tuple(wiring.states), target.hidden_size, tuple(ids), role="serving")
     return Launch("serving", _vllm_argv(target.path, ids, storage, port), cap)
 
 
@@ -53,5 +53,5 @@ def vllm_reference(target: TargetShape, storage: str, wanted: Sequence[State] | 
         w = conv.resolve({"eagle_aux_hidden_state_layer_ids": ids}, target.architecture, n)
     missing = tuple(s for s in want if s not in w.states)
     notes = tuple(f"{s.label()} is unreachable through vLLM on {target.architecture}" for s in missing)
-    cap = Capture("vllm", tuple(w.states), target.hidden_size, tuple(ids))
+    cap = Capture("vllm", tuple(w.states), target.hidden_size, tuple(ids), role="reference")
     return Launch("reference", _vllm_argv(target.path, ids, storage, port), cap, notes, missing)
