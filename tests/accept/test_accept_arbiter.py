@@ -23,6 +23,7 @@ from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.resolution import DraftFlags
 from eagle_audit.states import State
 
+from docs_keys import assert_documented
 from wired_server import WiredServer, serving, table_of
 
 app = typer.Typer()
@@ -162,6 +163,7 @@ def test_a_v1_server_overrules_the_static_guess(tiny_target, tiny_base, tmp_path
         data = json.loads((tmp_path / "r.json").read_text())
         assert data["verdict"] == "match" and data["arbiter"]["status"] == MATCHED
         assert data["arbiter"]["chosen"] == "trained = vllm-v1" and data["arbiter"]["decides"] is True
+        assert_documented(data["arbiter"], ("candidates", "tolerance"))
         out = " ".join(res.output.split())
         assert "arbiter matched" in out and "verdict: match (from the live server's wiring: trained = vllm-v1" in out
 
