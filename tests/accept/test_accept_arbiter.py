@@ -6,7 +6,6 @@ real-engine tier."""
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 import typer
@@ -24,24 +23,11 @@ from eagle_audit.resolution import DraftFlags
 from eagle_audit.states import State
 
 from docs_keys import assert_documented
+from draft_layouts import sglang_layout
 from wired_server import WiredServer, serving, table_of
 
 app = typer.Typer()
 app.command("accept-rate")(accept_rate)
-
-
-def sglang_layout(src, out, nested):
-    """A draft rewritten in SGLang's layout: ``LlamaForCausalLMEagle3``, ids only in ``eagle_config``."""
-    shutil.copytree(src, out)
-    cfg = json.loads((out / "config.json").read_text())
-    for k in ("speculators_model_type", "speculators_config", "eagle_aux_hidden_state_layer_ids", "eagle_audit_demo",
-              "eagle_audit_canary"):
-        cfg.pop(k, None)
-    cfg["architectures"] = ["LlamaForCausalLMEagle3"]
-    cfg["model_type"] = "llama"
-    cfg["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": list(nested)}
-    (out / "config.json").write_text(json.dumps(cfg))
-    return out
 
 
 def served_by(engine, target, base, cases, **kw):

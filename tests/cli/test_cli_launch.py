@@ -5,7 +5,6 @@ parsers take these lines and capture what they say: tests/served/test_served_vll
 from __future__ import annotations
 
 import json
-import shutil
 
 from typer.testing import CliRunner
 
@@ -13,6 +12,7 @@ from eagle_audit.cli.main import app
 from eagle_audit.demo import demo_draft
 
 from docs_keys import assert_documented
+from draft_layouts import sglang_layout
 
 
 def _run(*args):
@@ -45,13 +45,7 @@ def test_the_demo_lines_for_every_engine():
 def test_the_runners_read_nested_ids_differently(tmp_path):
     """The demo in SGLang's layout, ids (0, 3, 16) nested: the V2 runner's serving line captures its default, the
     V1 runner's the nested ids; the terminal shows each line whole."""
-    d = tmp_path / "d"
-    shutil.copytree(demo_draft(), d)
-    cfg = json.loads((d / "config.json").read_text())
-    for k in ("speculators_model_type", "speculators_config", "eagle_aux_hidden_state_layer_ids"):
-        cfg.pop(k)
-    cfg.update(architectures=["LlamaForCausalLMEagle3"], eagle_config={"eagle_aux_hidden_state_layer_ids": [0, 3, 16]})
-    (d / "config.json").write_text(json.dumps(cfg))
+    d = sglang_layout(demo_draft(), tmp_path / "d", [0, 3, 16])
     _, by = _lines(_run("-d", d, "--engines", "vllm,vllm-v1", "--storage", tmp_path / "hs", "--json", "-"))
     assert by["vllm"]["serving"]["capture"]["states"] == ["B2", "B15", "B27"]
     assert by["vllm-v1"]["serving"]["capture"]["states"] == ["B0", "B3", "B16"]
