@@ -232,7 +232,7 @@ def test_layers_server_takes_either_line(vllm_wheel, served_target, make_draft, 
     files hold [T, 3, H]: the 3 served slots) compares those slots; with the reference line, every boundary. A
     server that runs neither line is one line naming both shapes."""
     from eagle_audit import api
-    from eagle_audit.served.source import StatesServer
+    from eagle_audit.source.server import StatesServer
 
     draft = make_draft(top_level_ids=[1, 3, 5])  # vLLM serves B1 B3 B5
     shape = TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN)
@@ -254,7 +254,7 @@ def test_layers_server_takes_either_line(vllm_wheel, served_target, make_draft, 
 def test_a_server_of_another_line_is_one_line(vllm_wheel, served_target, make_draft, tmp_path):
     from eagle_audit import api
     from eagle_audit.engines.states import BadStates as Bad
-    from eagle_audit.served.source import StatesServer
+    from eagle_audit.source.server import StatesServer
 
     draft = make_draft(top_level_ids=[1, 3, 5])
     other = vllm_serving({"eagle_aux_hidden_state_layer_ids": [2, 4]},
