@@ -144,12 +144,14 @@ def test_a_v1_server_overrules_the_static_guess(tiny_target, tiny_base, tmp_path
         assert "AUX_COUNT_MISMATCH" in json.dumps(r.to_json()["arbiter"]["candidates"])
         args = ["-t", base["target"], "-d", base["draft"], "--engine", "vllm", "--trained-boundaries",
                 "1,3,5", "--max-prompts", 2, "--max-new-tokens", 24, "--server", url]
-        res = CliRunner().invoke(app, list(map(str, args + ["--json", tmp_path / "r.json"])))
+        res = CliRunner().invoke(app, list(map(str, args + ["--json", tmp_path / "r.json", "--report", tmp_path / "rep"])))
         assert res.exit_code == 0, res.output
         data = json.loads((tmp_path / "r.json").read_text())
         assert data["verdict"] == "match" and data["arbiter"]["status"] == MATCHED
         assert data["arbiter"]["chosen"] == "trained = vllm-v1" and data["arbiter"]["decides"] is True
         assert_documented(data["arbiter"], ("candidates", "tolerance"))
+        md = next((tmp_path / "rep").glob("*.md")).read_text()
+        assert "verdict from the live server (matched: trained = vllm-v1)" in md
         out = " ".join(res.output.split())
         assert "arbiter matched" in out and "verdict: match (from the live server's wiring: trained = vllm-v1" in out
 
