@@ -5,7 +5,7 @@ from the check's state source (the captured stage ran those prompts with every s
 Findings ``ENGINE_STATE_MISMATCH`` / ``ENGINE_STATE_SHIFTED`` on the draft's slots.
 
 Assumptions, named: the server says what it captures (SGLang ``/server_info``; vLLM: the reference launch line or
-this draft's serving line, told apart by its files' slot count, :func:`eagle_audit.served.check.served_check`); one
+this draft's serving line, told apart by its files' slot count, :func:`eagle_audit.served.run.served_check`); one
 new token per request (the states of the
 prompt's positions: exactly the tokens the captured stage ran).
 """
