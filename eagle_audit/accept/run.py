@@ -19,10 +19,12 @@ from ..states import State
 from .limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from .live import LiveResult, run_live
 from ..runtime.eagle3 import DraftFlags, load_draft_model
-from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
+from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerFailed
 from ..engines.options import ServerOptions, detect
 from ..engines.reading import ServerReading
 from ..engines.registry import read_server
+from .arbiter import (Arbitration, arbitrate, build_candidates, candidate_states, live_tolerance, score,
+                      server_failed)
 from .simulate import AcceptStats, capture_cases, make_cases, simulate
 from .tree import EXACT_ANCESTOR, KV_BY_SLOT, max_tree_nodes
 
@@ -142,6 +144,7 @@ class AcceptResult:
     server: ServerReading | None
     provenance: Mapping[str, Any]
     failures: Mapping[str, str] = field(default_factory=dict)  # wiring -> why it cannot run
+    arbiter: Arbitration | None = None  # --server: what the live server says about the served wiring (accept/arbiter.py)
 
     def al(self, name: str) -> float | None:
         s = self.stats.get(name)
@@ -159,7 +162,8 @@ class AcceptResult:
             "attribution": [a.to_json() for a in self.attribution], "tolerance": self.tolerance,
             "failures": dict(self.failures), "draft_flags": {k: v.to_json() for k, v in self.flags.items()},
             "settings": self.settings.to_json(), "live": self.live.to_json() if self.live else None,
-            "server": self.server.to_json() if self.server else None, "provenance": dict(self.provenance),
+            "server": self.server.to_json() if self.server else None,
+            "arbiter": self.arbiter.to_json() if self.arbiter else None, "provenance": dict(self.provenance),
         }
 
 
@@ -251,7 +255,11 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     fixes = []
     if not failures:
         fixes = [(i, t, s) for i, (t, s) in enumerate(zip(trained.states, served.states)) if t != s]
-    union = set(trained.states) | set(served.states)
+    candidates = ()
+    if server_opts is not None:  # the wirings the live server may be serving (accept/arbiter.py), captured in the same pass
+        candidates = build_candidates(spec.config, info.architecture, info.num_layers, res, engine.name,
+                                      server_opts.kind, aux)
+    union = set(trained.states) | set(served.states) | candidate_states(candidates)
     say(f"one teacher-forced pass per prompt capturing {len(union)} states")
     caps = capture_cases(target, cases, tuple(union))
     stats: dict[str, AcceptStats | None] = {}
@@ -272,20 +280,69 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
             raise AuditError(f"{param('live')}: the served wiring cannot run ({failures['served']})")
         live = run_live(target, models["served"], cases, served.states, settings.num_steps, settings.max_new_tokens,
                         target_seconds, progress)
-    server = None
+    server = arbiter = None
     if server_opts is not None:
         say(f"reading accept length from the {server_opts.kind} server {server_opts.url}")
-        server = read_server(server_opts, prompt_ids, settings.max_new_tokens,
-                             expected=[list(c.continuation) for c in cases], progress=progress)
-        differs = server.drafting_differs(settings.num_steps, settings.topk, settings.num_draft_tokens)
-        if differs:
-            server = replace(server, notes=server.notes + (differs,))
-            notes.append(f"server: {differs}")
+        try:
+            server = read_server(server_opts, prompt_ids, settings.max_new_tokens,
+                                 expected=[list(c.continuation) for c in cases], progress=progress)
+        except ServerFailed as e:  # the engine raised on the audited requests: it does not serve this draft
+            arbiter = server_failed(e.message, candidates, stats["served"].accept_length if stats["served"] else None)
+        if server is not None:
+            differs = server.drafting_differs(settings.num_steps, settings.topk, settings.num_draft_tokens)
+            if differs:
+                server = replace(server, notes=server.notes + (differs,))
+                notes.append(f"server: {differs}")
+            by_flags = {flags["trained"]: models["trained"]}
+            if not unrunnable:
+                by_flags.setdefault(flags["served"], models["served"])
+            arbiter = _arbitrate(server, differs, candidates, stats, by_flags, spec, target, cases, caps, settings,
+                                 opts.tolerance, say)
     tr, sv = stats["trained"], stats["served"]
     bad = sv is None or (tr is not None and tr.accept_length is not None and sv.accept_length is not None
                          and tr.accept_length - sv.accept_length > opts.tolerance)
+    if arbiter is not None and arbiter.decides:  # the live server's wiring, not the static guess
+        bad = arbiter.mismatch
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=len(prompt_ids), tokens=sum(len(c.prompt) + len(c.continuation) for c in cases),
                       notes=notes + list(settings.notes))
     return AcceptResult("mismatch" if bad else "match", info.to_json(), spec.to_json(), trained, served, settings,
-                        stats, tuple(attribution), flags, opts.tolerance, live, server, prov, failures)
+                        stats, tuple(attribution), flags, opts.tolerance, live, server, prov, failures, arbiter)
+
+
+def _arbitrate(server: ServerReading, differs: str | None, candidates, stats, models: dict, spec, target, cases, caps,
+               settings: Settings, tolerance: float, say) -> Arbitration:
+    """The live server's reading against the candidate wirings (accept/arbiter.py), simulated on the same cases
+    only when it disagrees with the simulated served one. ``models``: the draft models loaded so far, by flags."""
+    from .arbiter import NOT_COMPARABLE
+
+    why = (differs or ("other clients' traffic moved the server's counters" if server.other_traffic else None)
+           or (None if server.accept_length is not None else "the server reported no accept length")
+           or (None if settings.mode == "chain" else "tree drafts: the candidates are compared in chain mode only"))
+    if why:
+        return Arbitration(NOT_COMPARABLE, f"the server's figures are not compared with the candidates: {why}")
+    tol = live_tolerance(server.kind, server.requests, server.verify_steps, settings.num_steps)
+    live_al, live_pp = server.accept_length, server.per_position
+    sims = {"trained": stats["trained"], "served": stats["served"]}
+    served_c = next(c for c in candidates if c.kind == "served")
+    if score(served_c, sims["served"], live_al, live_pp, tol).matches:
+        scored = [score(c, sims.get(c.kind), live_al, live_pp, tol) for c in candidates
+                  if c.kind in ("trained", "served")]
+    else:
+        say(f"the server disagrees with the simulated served wiring: simulating {len(candidates)} candidate wirings")
+        scored = []
+        for c in candidates:
+            st = sims.get(c.kind) if c.kind in ("trained", "served") else None
+            if st is None and c.failure is None:
+                model = models.get(c.flags)
+                if model is None:
+                    try:
+                        model = models[c.flags] = load_draft_model(spec, target, c.flags)
+                    except BadCheckpoint:
+                        model = None
+                if model is not None:
+                    st = simulate(model, cases, caps, c.states, settings.num_steps, settings.topk,
+                                  settings.num_draft_tokens, settings.tree_attention or KV_BY_SLOT)
+            scored.append(score(c, st, live_al, live_pp, tol))
+    return arbitrate(scored, live_al, sims["trained"].accept_length if sims["trained"] else None, tolerance, tol,
+                     server.continuations_equal, server.requests)

@@ -4,14 +4,17 @@ tokens, by :func:`eagle_audit.served.run.served_check` (the path ``layers --serv
 from the check's state source (the captured stage ran those prompts with every state: no forward of its own).
 Findings ``ENGINE_STATE_MISMATCH`` / ``ENGINE_STATE_SHIFTED`` on the draft's slots.
 
-Assumptions, named: the server says what it captures (SGLang ``/server_info``; else the reference launch line
-is assumed, :func:`eagle_audit.source.server.server_capture`); one new token per request (the states of the
+Assumptions, named: the server says what it captures (SGLang ``/server_info``; vLLM: the reference launch line or
+this draft's serving line, told apart by its files' slot count, :func:`eagle_audit.served.run.served_check`); one
+new token per request (the states of the
 prompt's positions: exactly the tokens the captured stage ran).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..errors import AuditError
 
 from ..layers.result import Finding
 
@@ -62,7 +65,16 @@ def run_served(opts, source, captured, prompt_ids, status=None) -> ServedCheck:
     server = states_server(opts)
     conv = captured.served.convention
     title = {"sglang": "SGLang", "vllm": "vLLM", "vllm-v1": "vLLM", "trtllm": "TensorRT-LLM"}.get(conv, conv)
-    check = served_check(server, source, prompt_ids, captured.served.states, title, status)
+    draft_config = engine_conv = None
+    try:  # the draft's serving line under the audited engine's rules, which a vLLM server may run instead
+        from ..conventions import get_convention
+        from ..draft.read import read_draft
+
+        engine_conv, draft_config = get_convention(opts.engine, "engine"), read_draft(opts.draft, True).config
+    except AuditError:
+        pass
+    check = served_check(server, source, prompt_ids, captured.served.states, title, status, draft_config=draft_config,
+                         conv=engine_conv)
     cap = check.capture
     launch = f"{cap.engine} server capturing {', '.join(s.label() for s in cap.states)}" + (
         f" (ids {list(cap.ids)})" if cap.ids is not None else "")

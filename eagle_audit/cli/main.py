@@ -10,6 +10,7 @@ from .accept_rate import accept_rate
 from .check import check
 from .common import Group
 from .fingerprint import fingerprint
+from .launch import launch
 from .layers import layers
 from .probe import probe
 from .report import report
@@ -52,6 +53,7 @@ app.command("train-canary")(train_canary)
 app.command("fingerprint")(fingerprint)
 app.command("check")(check)
 app.command("probe")(probe)
+app.command("launch")(launch)
 app.command("report")(report)
 
 

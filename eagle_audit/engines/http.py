@@ -43,6 +43,13 @@ class BadServerReply(ServerError):
     """A reply of the wrong shape or type."""
 
 
+class ServerFailed(ServerError):
+    """A generation request of the audited prompts got a server error (HTTP 5xx): the engine raised on them
+    (vLLM 0.33.0 answers for an engine that died ``500 {"error": {"type": "InternalServerError", ...}}``,
+    entrypoints/serve/exception_handling/error_response.py:68-72, and shuts the server down). Raised by
+    :meth:`Http.json` with ``generation=True``; the arbiter reports it (accept/arbiter.py)."""
+
+
 # ----------------------------------------------------------------------------- HTTP with deadlines
 
 
@@ -165,17 +172,19 @@ class Http:
         finally:
             conn.close()
 
-    def check(self, reply: Reply, path: str) -> Reply:
+    def check(self, reply: Reply, path: str, generation: bool = False) -> Reply:
+        """``reply`` if it is a 200; else the error it is (``generation``: a 5xx is :class:`ServerFailed`)."""
         if reply.status in (401, 403):
             word = "Unauthorized" if reply.status == 401 else "Forbidden"
             said = "no API key was sent" if not self.key else "the API key sent was refused"
             raise ServerAuthError(f"server {self.url}{path}: HTTP {reply.status} {word}: {said}")
         if reply.status != 200:
-            raise ServerError(f"server {self.url}{path}: HTTP {reply.status}{_error_text(reply.body)}")
+            cls = ServerFailed if generation and reply.status >= 500 else ServerError
+            raise cls(f"server {self.url}{path}: HTTP {reply.status}{_error_text(reply.body)}")
         return reply
 
-    def json(self, method: str, path: str, body: dict | None = None) -> Any:
-        reply = self.check(self.request(method, path, body), path)
+    def json(self, method: str, path: str, body: dict | None = None, generation: bool = False) -> Any:
+        reply = self.check(self.request(method, path, body), path, generation)
         try:
             return json.loads(reply.body)
         except (ValueError, RecursionError):

@@ -39,6 +39,7 @@ class Capture:
     hidden_size: int
     ids: tuple[int, ...] | None = None
     dtype: str | None = None  # the precision the server computes in, where it says (None: not said)
+    role: str | None = None  # the launch line it is assumed from ("serving", "reference"), where it is assumed
 
     @property
     def slots(self) -> int:
@@ -50,7 +51,7 @@ class Capture:
 
     def to_json(self) -> dict:
         return {"engine": self.engine, "states": [s.label() for s in self.states], "hidden_size": self.hidden_size,
-                "ids": None if self.ids is None else list(self.ids), "dtype": self.dtype}
+                "ids": None if self.ids is None else list(self.ids), "dtype": self.dtype, "role": self.role}
 
 
 @dataclass(frozen=True)

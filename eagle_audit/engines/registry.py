@@ -24,7 +24,7 @@ class Engine:
     read_acceptance: Callable[..., ServerReading]  # (http, prompts, max_new, expected, progress)
     read_states: Callable[..., tuple[ServedStates, ...]]
     server_capture: Callable[[ServerOptions, TargetShape, str | None], Capture]
-    serving: Callable[..., Launch]  # (draft config, target shape, storage) -> the serving line
+    serving: Callable[..., Launch]  # (draft config, target shape, storage, conv) -> the serving line
     reference: Callable[..., Launch]  # (target shape, wanted states, storage) -> the reference line
     states_on_disk: bool  # the server writes the states to its disk (read from hidden_states_dir)
 
@@ -32,11 +32,12 @@ class Engine:
 ENGINES = {
     "sglang": Engine("sglang", sglang_acceptance.read_acceptance, sglang_states.read_sglang_states,
                      sglang_states.server_capture,
-                     lambda draft, shape, storage=None: sglang_launch.sglang_serving(draft, shape),
+                     lambda draft, shape, storage=None, conv=None: sglang_launch.sglang_serving(draft, shape, conv=conv),
                      lambda shape, wanted=None, storage=None: sglang_launch.sglang_reference(shape, wanted),
                      states_on_disk=False),
     "vllm": Engine("vllm", vllm_acceptance.read_acceptance, vllm_states.read_vllm_states, vllm_states.server_capture,
-                   lambda draft, shape, storage=None: vllm_launch.vllm_serving(draft, shape, storage or "DIR"),
+                   lambda draft, shape, storage=None, conv=None: vllm_launch.vllm_serving(draft, shape, storage or "DIR",
+                                                                                conv=conv),
                    lambda shape, wanted=None, storage=None: vllm_launch.vllm_reference(shape, storage or "DIR", wanted),
                    states_on_disk=True),
 }
@@ -69,15 +70,16 @@ def read_server(url: str | ServerOptions, prompts: Sequence[Sequence[int]], max_
 def read_served_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture, *,
                        max_new_tokens: int = 1, hidden_states_dir: str | None = None,
                        progress: Callable[[int, int, int], None] | None = None,
-                       next_tokens: bool = False) -> tuple[ServedStates, ...]:
+                       next_tokens: bool = False, also: Sequence[Capture] = ()) -> tuple[ServedStates, ...]:
     """Every prompt's served states, from the server kind ``capture.engine`` names (SGLang in-band; vLLM
     from ``hidden_states_dir``, the server's ``shared_storage_path`` as this machine sees it); with
     ``next_tokens`` the target's argmax after every position too (SGLang ``input_top_logprobs``, vLLM
-    ``prompt_logprobs``)."""
+    ``prompt_logprobs``). ``also``: other launches the server may run, for an engine that does not say what it
+    captures (vLLM: the files' slot count picks; SGLang says it, ``/server_info``, and ignores them)."""
     eng = engine(capture.engine)
     if not eng.states_on_disk:
         return eng.read_states(opts, prompts, capture, max_new_tokens, progress, next_tokens)
     if hidden_states_dir is None:
         raise BadOption(f"a {eng.name} server writes the states to its disk: name that folder "
                         f"({param('hidden_states_dir')})")
-    return eng.read_states(opts, prompts, capture, hidden_states_dir, max_new_tokens, progress, next_tokens)
+    return eng.read_states(opts, prompts, capture, hidden_states_dir, max_new_tokens, progress, next_tokens, also)

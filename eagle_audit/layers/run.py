@@ -153,7 +153,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
             from ..served.run import served_check
 
             check = served_check(opts.states_server, target, ids, res.served.states, res.served.title, status,
-                                 progress)
+                                 progress, draft.config, res.served.convention)
             findings = findings + check.findings
             served_json = {"mode": "served vs local", **check.to_json()}
             notes.append(f"served states: {check.capture.slots} slots ({', '.join(s.label() for s in check.capture.states)}) "

@@ -4,7 +4,8 @@ Every key is optional and read tolerantly: ``verdict``, ``accept_length`` (wirin
 ``failures`` (wiring -> why it cannot run), ``per_position`` (wiring -> acceptance rate at each draft
 position), ``attribution`` (``[{slot, trained, served, accept_length}]``: the served wiring with one slot
 corrected), ``live`` (``{accept_length, tokens_per_s, speedup, lossless}``), ``server``
-(``{accept_length, kind, url, source}``) and ``settings.num_steps`` (the longest possible accept length
+(``{accept_length, kind, url, source}``), ``arbiter`` (``{status, decides, chosen}``: when the live server decides
+the verdict, the summary says so) and ``settings.num_steps`` (the longest possible accept length
 is num_steps + 1). A missing or non-numeric value leaves its row or figure out.
 """
 
@@ -113,6 +114,10 @@ def accept_view(acc: Mapping) -> AcceptView:
         summary = "mean accept length: " + ", ".join(f"{k} {v:.2f}" for k, v in lengths)
     for k, _ in failures:
         summary += ("; " if summary else "") + f"{k} wiring fails"
+    arb = as_dict(acc.get("arbiter"))
+    if arb.get("decides") is True and isinstance(arb.get("status"), str):  # the verdict follows the live server
+        chosen = f": {arb['chosen']}" if isinstance(arb.get("chosen"), str) else ""
+        summary += ("; " if summary else "") + f"verdict from the live server ({arb['status']}{chosen})"
     verdict = acc.get("verdict") if acc.get("verdict") in ("match", "mismatch") else None
     steps = number(as_dict(acc.get("settings")).get("num_steps"))
     limit = steps + 1 if steps else None  # every draft token accepted, plus the target's own

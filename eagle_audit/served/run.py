@@ -30,20 +30,30 @@ class ServedCheck:
 
 
 def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[int]], served_states: Sequence[State],
-                 engine_title: str, status=None, progress=None) -> ServedCheck:
+                 engine_title: str, status=None, progress=None, draft_config=None, conv=None) -> ServedCheck:
     """``source``: the local state source (weights loaded); ``served_states``: what the engine's rules say
     serving feeds this draft, slot by slot; ``progress(done, total)``: the reading, request by request (the CLI
-    draws it on stderr, only on a terminal and never with ``--json -``)."""
-    from ..engines.registry import read_served_states
+    draws it on stderr, only on a terminal and never with ``--json -``). ``draft_config`` and ``conv`` (the
+    audited engine's convention): a server that does not say what it captures (vLLM) may run this draft's
+    serving line instead of the reference line; its files' slot count says which (engines/vllm/states.py)."""
+    from ..engines.registry import engine, read_served_states
 
     info = source.info
     shape = TargetShape(info.name, info.architecture, info.num_layers, info.hidden_size)
     capture = server_capture(server, shape)
+    also = ()
+    if draft_config is not None and conv is not None and (conv.name == capture.engine
+                                                         or conv.name.startswith(capture.engine + "-")):
+        line = engine(capture.engine).serving(draft_config, shape, server.hidden_states_dir, conv)
+        if line.capture is not None and line.capture.states != capture.states:
+            also = (line.capture,)
     if status:
         status(f"reading {capture.slots} served states per token from {server.url}")
     bar = (lambda i, n, received: progress(i, n)) if progress else None  # (request, requests, bytes so far)
     served = read_served_states(server.options(), prompts_ids, capture, max_new_tokens=1,
-                                hidden_states_dir=server.hidden_states_dir, progress=bar)
+                                hidden_states_dir=server.hidden_states_dir, progress=bar, also=also)
+    if served:
+        capture = served[0].capture  # the launch the server runs
     if progress:
         progress(len(prompts_ids), len(prompts_ids))
     everything = tuple(State(k) for k in range(info.num_layers + 1))

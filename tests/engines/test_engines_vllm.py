@@ -224,3 +224,43 @@ def test_load_states_equals_torch_bit_for_bit(tmp_path, dtype, pad):
     with pytest.raises(BadStates, match=rf"non-finite hidden states \(value {t * k * h - 1}\)") as e:
         load_states(path, capture, list(range(t)))
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("line", ["serving", "reference"])
+def test_layers_server_takes_either_line(vllm_wheel, served_target, make_draft, tmp_path, line):
+    """issue 26 "What failed" 3: `layers --server` on a vLLM server started with the draft's serving line (its
+    files hold [T, 3, H]: the 3 served slots) compares those slots; with the reference line, every boundary. A
+    server that runs neither line is one line naming both shapes."""
+    from eagle_audit import api
+    from eagle_audit.source.server import StatesServer
+
+    draft = make_draft(top_level_ids=[1, 3, 5])  # vLLM serves B1 B3 B5
+    shape = TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN)
+    cfg = json.loads((draft / "config.json").read_text())
+    launch = vllm_serving(cfg, shape, str(tmp_path)) if line == "serving" else vllm_reference(shape, str(tmp_path))
+    assert launch.capture.role == line
+    with serving(_fake(vllm_wheel, served_target, launch, tmp_path)) as url:
+        r = api.audit_layers(served_target, draft, trained_boundaries=[1, 3, 5], max_prompts=2, max_tokens=16,
+                             server=StatesServer(url, "vllm", hidden_states_dir=str(tmp_path)), dtype="float32",
+                             engine="vllm")
+    table = r.served_states["slots"]
+    assert r.served_states["capture"]["role"] == line
+    assert [s["expected"] for s in table] == ([s.label() for s in launch.capture.states])
+    assert [s["verdict"] for s in table] == ["ok"] * len(table) and not r.findings, r.findings
+    if line == "serving":
+        assert len(table) == 3 and [s["expected"] for s in table] == ["B1", "B3", "B5"]
+
+
+def test_a_server_of_another_line_is_one_line(vllm_wheel, served_target, make_draft, tmp_path):
+    from eagle_audit import api
+    from eagle_audit.engines.states import BadStates as Bad
+    from eagle_audit.source.server import StatesServer
+
+    draft = make_draft(top_level_ids=[1, 3, 5])
+    other = vllm_serving({"eagle_aux_hidden_state_layer_ids": [2, 4]},
+                         TargetShape(str(served_target), "LlamaForCausalLM", N_LAYERS, HIDDEN), str(tmp_path))
+    with serving(_fake(vllm_wheel, served_target, other, tmp_path)) as url:
+        with pytest.raises(Bad, match=r"expected \[T, 7, 32\] \(reference line.*or \[T, 3, 32\] \(serving line: B1, B3, B5\)"):
+            api.audit_layers(served_target, draft, trained_boundaries=[1, 3, 5], max_prompts=1, max_tokens=16,
+                             server=StatesServer(url, "vllm", hidden_states_dir=str(tmp_path)), dtype="float32",
+                             engine="vllm")

