@@ -1,4 +1,4 @@
-"""The launch lines eagle_audit/served/launch.py builds for vLLM (``vllm_reference``, ``vllm_serving``), run
+"""The launch lines eagle_audit/engines/vllm/launch.py builds for vLLM (``vllm_reference``, ``vllm_serving``), run
 exactly as built through the real engine (harness.serve adds only host, port and the CPU flags), with the real
 ``ExampleHiddenStatesConnector`` (its two CPU bugs fixed by the harness plugin, cpu_fixes/): every state the
 server writes equals the local capture of the boundary the line says it captures.
@@ -19,7 +19,8 @@ import pytest
 import torch
 
 from eagle_audit.demo import demo_draft
-from eagle_audit.served.launch import TargetShape, vllm_reference, vllm_serving
+from eagle_audit.engines.launch import TargetShape
+from eagle_audit.engines.vllm.launch import vllm_reference, vllm_serving
 
 N, H = 30, 576
 COSINE = 0.9999  # float32 on both sides: measured 1.0 (issue 26)
@@ -50,9 +51,9 @@ def test_reference_line_through_the_real_connector(vllm_server, smol_dir, cli, t
 
 def test_serving_line_through_the_real_connector(vllm_server, smol_dir, smollm2, tmp_path, ids=None):
     """The demo's own serving line (its ids [0, 3, 16]; measured once also with ids [2, 15, 27]: the same)."""
-    from eagle_audit.accept.server import ServerOptions
+    from eagle_audit.engines.options import ServerOptions
     from eagle_audit.capture import capture_states
-    from eagle_audit.served import read_served_states
+    from eagle_audit.engines.registry import read_served_states
     from eagle_audit.states import State
 
     storage = tmp_path / "hs"
