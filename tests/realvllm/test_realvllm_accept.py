@@ -93,7 +93,7 @@ def test_served_layout(layout, vllm_server, smol_dir, drafts, cli, tmp_path, rec
     # the tool reads the ids the engine took
     assert tuple(v1["served"]["capture_indices"]) == layout.served, v1["served"]
     assert not codes_of(v1) & UNSERVABLE, [f["what"] for f in v1["findings"]]
-    default = layers_json(cli, tmp_path, smol_dir, draft, None)
+    default = layers_json(cli, tmp_path, smol_dir, draft, "vllm")  # the default vLLM rules (V2 runner)
     assert not codes_of(default) & UNSERVABLE, [f["what"] for f in default["findings"]]
     doc = check_accept(cli, tmp_path, smol_dir, draft, server)
     record_property("accept", {"live": doc["server"]["accept_length"], "simulated": doc["accept_length"]["served"],
@@ -114,7 +114,7 @@ def test_refused_at_start_is_not_servable(vllm_server, smol_dir, drafts, cli, tm
         vllm_server(harness.speculative_line(smol_dir, draft, K))
     said = re.search(r"Model architectures \[[^\]]*\] are not supported for now", e.value.log.read_text())
     assert said, e.value.lines
-    for engine in ("vllm-v1", None):
+    for engine in ("vllm-v1", "vllm"):
         doc = layers_json(cli, tmp_path, smol_dir, draft, engine)
         (f,) = [f for f in doc["findings"] if f["code"] == "DRAFT_CLASS_UNSUPPORTED"]
         assert said.group(0) in f["what"], (said.group(0), f["what"])
