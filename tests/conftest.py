@@ -249,6 +249,8 @@ def make_draft(tmp_path) -> Callable[..., Path]:
         sd = random_weights(cfg, num_aux=n_aux, with_d2t=with_d2t)
         if edit:
             edit(sd)
+        if speculators:  # speculators 0.9.0 writes no top-level model_type (vLLM then reads it as speculators)
+            cfg.pop("model_type", None)
         for key in drop:
             cfg.pop(key, None)
         return write_draft(tmp_path / (name or f"draft{next(counter)}"), cfg, sd)

@@ -9,7 +9,7 @@ boundaries [0, 3, 16], a reduced draft vocabulary (``--draft-vocab`` most freque
 strongest units), so the bf16 checkpoint stays a few MB. Training stops at ``--train-budget-s``
 (the cosine schedule is fitted to it).
 
-How it is written (the seed failure): speculators layout, top-level
+How it is written (the seed failure): speculators 0.9.0's layout (``demo_config``), top-level
 ``eagle_aux_hidden_state_layer_ids: [0, 3, 16]`` (speculators ids are boundaries verbatim), no
 nested ``eagle_config``; SGLang 0.5.23 reads ids only from ``eagle_config`` and serves its default
 [2, 15, 27] = [B2, B15, B27]. ``norm_before_residual: false`` is written explicitly (the canary was
@@ -44,25 +44,45 @@ from bench._support import CANARY_PROMPTS, ROOT, machine, record as bench_record
 TRAINED = (0, 3, 16)
 
 
+def demo_config(src: dict, record: dict) -> dict:
+    """The demo's config.json in the layout speculators 0.9.0 writes (``Eagle3SpeculatorConfig.save_pretrained``
+    with a ``LlamaConfig`` as ``transformer_layer_config`` and one greedy proposal of 3 tokens; key for key what
+    that class wrote under transformers 5.24, checked in tests/trainers/test_trainer_demo_layout.py): no
+    top-level ``model_type`` (vLLM 0.32/0.33 read a speculators config only without one), the decoder keys
+    in ``transformer_layer_config``, ``speculators_config.proposal_methods`` and ``verifier``. The training
+    record goes under ``eagle_audit_demo``."""
+    layer = {"attention_bias": False, "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+             **{k: src[k] for k in ("head_dim", "hidden_act", "hidden_size")}, "initializer_range": 0.02,
+             **{k: src[k] for k in ("intermediate_size", "max_position_embeddings")}, "mlp_bias": False,
+             "model_type": "llama", **{k: src[k] for k in ("num_attention_heads", "num_hidden_layers",
+                                                            "num_key_value_heads")},
+             "pad_token_id": None, "pretraining_tp": 1, "rms_norm_eps": src["rms_norm_eps"],
+             "rope_parameters": {"rope_theta": float(src["rope_theta"]), "rope_type": "default"},
+             "tie_word_embeddings": src["tie_word_embeddings"], "transformers_version": "5.24.0", "use_cache": True,
+             "vocab_size": src["vocab_size"]}
+    return {
+        "architectures": ["Eagle3Speculator"], "auto_map": {"": "config.Eagle3SpeculatorConfig"},
+        "draft_vocab_size": src["draft_vocab_size"], "eagle_aux_hidden_state_layer_ids": list(TRAINED),
+        "embed_requires_grad": False, "fc_norm": False, "norm_before_fc": False,
+        "norm_before_residual": False,  # the canary was trained with SGLang's residual
+        "norm_output": False,
+        "speculators_config": {"algorithm": "eagle3", "default_proposal_method": "greedy",
+                               "proposal_methods": [{"accept_tolerance": 0.0, "proposal_type": "greedy",
+                                                     "speculative_tokens": 3, "verifier_accept_k": 1}],
+                               "verifier": {"architectures": ["LlamaForCausalLM"],
+                                            "name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct"}},
+        "speculators_model_type": "eagle3", "speculators_version": "0.9.0",
+        "target_hidden_size": src["target_hidden_size"], "transformer_layer_config": layer,
+        "transformers_version": "5.24.0", "eagle_audit_demo": record,
+    }
+
+
 def write_demo(canary_dir: Path, out: Path, record: dict) -> Path:
     """The trained canary rewritten in the demo's (speculators) layout, weights in bf16."""
     from safetensors.torch import load_file, save_file
 
     src = json.loads((canary_dir / "config.json").read_text())
-    cfg = {
-        "architectures": ["Eagle3Speculator"], "speculators_model_type": "eagle3", "model_type": "llama",
-        "speculators_config": {"algorithm": "eagle3",
-                               "verifier": {"name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct",
-                                            "architectures": ["LlamaForCausalLM"]}},
-        "eagle_aux_hidden_state_layer_ids": list(TRAINED),
-        "norm_before_residual": False,
-        **{k: src[k] for k in ("hidden_size", "target_hidden_size", "num_attention_heads", "num_key_value_heads",
-                               "head_dim", "intermediate_size", "num_hidden_layers", "hidden_act", "rms_norm_eps",
-                               "vocab_size", "draft_vocab_size", "max_position_embeddings", "rope_theta",
-                               "tie_word_embeddings")},
-        "torch_dtype": "bfloat16",
-        "eagle_audit_demo": record,
-    }
+    cfg = demo_config(src, record)
     sd = load_file(str(canary_dir / "model.safetensors"))
     sd = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v).contiguous() for k, v in sd.items()}
     tmp = Path(tempfile.mkdtemp(prefix="demo-", dir=out.parent))

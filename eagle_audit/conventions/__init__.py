@@ -72,10 +72,11 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
 ``ids_accepted`` (trainers)
     ``{"when": expr over ids and N, "error", "message" ({ids}), "at", "source"}``: explicit ids the trainer
     trains on; others it refuses (so no draft of that trainer has them).
-``draft_classes``, ``draft_class_fallback``, ``speculators_loader`` (engines)
+``draft_classes``, ``draft_class_fallback``, ``speculators_loader``, ``draft_architecture_rename`` (engines)
     the EAGLE-3 draft classes the engine serves, each with its own fc sizing, draft flags and decoder
-    attention, picked by the draft config's ``architectures[0]`` or through the engine's speculators config
-    loader (:mod:`eagle_audit.conventions.draft_classes`); a class overrides the convention's draft-side keys.
+    attention, picked by the draft config's ``architectures[0]`` (renamed first as the engine renames it) or
+    through the engine's speculators config loader when the engine takes that path (``used_when``)
+    (:mod:`eagle_audit.conventions.draft_classes`); a class overrides the convention's draft-side keys.
 ``draft_kinds``
     the drafts this convention describes: ``"eagle3"`` (default), ``"dflash"``, ``"dspark"``
     (:mod:`eagle_audit.draft.block` picks the convention for a draft of another kind).

@@ -10,9 +10,29 @@ from typing import Any, Mapping
 from .. import expr
 from ..errors import UnknownArchitecture
 from ..states import State
-from .draft_classes import DraftClass, SpeculatorsLoader
+from .draft_classes import ArchitectureRename, DraftClass, SpeculatorsLoader
 from .places import EAGLE_PLACES, ID_PLACES, draft_layer_count, place_key, read_ids, uses_aux
 from .rules import CaptureRule, EngineFailure, FlagRule, IdCheck, IdRead, TreeDrafts, Wiring
+
+#: the keys of a decoder layer's config (a Llama/Qwen3 ``PretrainedConfig``) a draft config can carry at its top level:
+#: what a ``transformer_layer_config`` written for a speculators loader takes from there (an assumption, named:
+#: every other top-level key is EAGLE-3 / speculators bookkeeping)
+LAYER_CONFIG_KEYS = ("model_type", "hidden_size", "intermediate_size", "num_attention_heads", "num_key_value_heads",
+                     "head_dim", "num_hidden_layers", "hidden_act", "rms_norm_eps", "vocab_size",
+                     "max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters", "tie_word_embeddings",
+                     "attention_bias", "mlp_bias", "attention_dropout", "bos_token_id", "eos_token_id", "pad_token_id")
+
+
+def merge(config: Mapping[str, Any], patch: Mapping[str, Any]) -> dict:
+    """RFC 7386 JSON merge patch, one level (None deletes a key)."""
+    out = dict(config)
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
+    return out
+
 
 @dataclass(frozen=True)
 class Convention:
@@ -56,6 +76,7 @@ class Convention:
     draft_classes: tuple[DraftClass, ...] = ()  # .draft_classes (engines)
     draft_class_fallback: str | None = None
     speculators_loader: SpeculatorsLoader | None = None
+    draft_architecture_rename: ArchitectureRename | None = None  # a plain draft config's architecture, renamed
     draft_class: DraftClass | None = None  # set by for_draft: the class this draft is served by
     draft_class_how: str = ""  # how it was picked, or why none was
     base: "Convention | None" = field(default=None, repr=False, compare=False)  # before for_draft
@@ -65,7 +86,7 @@ class Convention:
     def view(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
         """The draft config as this side's draft class reads it (a speculators config through the engine's
         config loader; anything else as written)."""
-        if self.speculators_loader is not None and config.get("speculators_model_type"):
+        if self.speculators_loader is not None and self.speculators_loader.applies(config):
             out, _ = self.speculators_loader.view(config)
             return out if out is not None else config
         return config
@@ -75,26 +96,85 @@ class Convention:
         root = self.base or self
         if not root.draft_classes:
             return None, ""
-        loaded = ""
-        if root.speculators_loader is not None and config.get("speculators_model_type"):
+        loaded, plain = "", ""
+        if root.speculators_loader is not None and root.speculators_loader.applies(config):
             view, loaded = root.speculators_loader.view(config)
             if view is None:
                 return None, f"{root.title} {root.version} cannot load this draft: {loaded}"
             config = view
+        elif root.speculators_loader is not None:
+            plain = root.speculators_loader.why_not(config)
         archs = config.get("architectures") or []
         arch = archs[0] if archs else None
+        written = arch
+        if not loaded and arch is not None and root.draft_architecture_rename is not None:
+            arch = root.draft_architecture_rename.apply(arch)
+        renamed = (f"{written} read as {arch} ({root.draft_architecture_rename.source})"
+                   if written != arch and root.draft_architecture_rename else "")
         for c in root.draft_classes:
             if arch in c.architectures:
-                how = f"{arch} -> {c.name}" + (f" (via {loaded})" if loaded else "")
+                how = f"{renamed or arch} -> {c.name}" + (f" (via {loaded})" if loaded else "")
                 return c, f"{root.title} {root.version} serves it with {c.name} ({how}; {c.source})"
         fallback = next((c for c in root.draft_classes if c.name == root.draft_class_fallback), None)
         registered = sorted({a for c in root.draft_classes for a in c.architectures})
         if fallback is None:
-            return None, (f"{root.title} {root.version} registers no EAGLE-3 draft class for architecture {arch!r} "
-                          f"(it registers {', '.join(registered)})")
+            why = f"{plain}; " if plain else ""
+            if renamed:
+                why += f"architecture {renamed}, "
+            if arch is None:
+                return None, (f"{root.title} {root.version} cannot load this draft: {why}its config names no "
+                              f"architectures (it registers {', '.join(registered)})")
+            rename = root.draft_architecture_rename
+            said = f": the engine stops with \"{rename.error.format(arch=repr(arch))}\"" if rename and rename.error else ""
+            return None, (f"{root.title} {root.version} cannot load this draft: {why}it registers no EAGLE-3 draft "
+                          f"class for architecture {arch!r} (it registers {', '.join(registered)}){said}")
         return fallback, (f"architecture {arch!r} is not an EAGLE-3 draft class {root.title} {root.version} "
                           f"registers ({', '.join(registered)}): audited with its {fallback.name} class, as after "
                           f"editing architectures to {fallback.architectures[0]}")
+
+    def load_patch(self, config: Mapping[str, Any]) -> tuple[dict, str]:
+        """A JSON merge patch after which this engine loads ``config`` as the draft class it is audited with ({}:
+        it loads it as written), and why. Two cases, both from the engine's own loading code:
+
+        * a speculators config its speculators loader does not take because of a top-level key it must not have
+          (vLLM: ``model_type``, ``speculators_loader.used_when``): that key removed;
+        * an architecture no class registers, audited with ``draft_class_fallback`` (SGLang): ``architectures``
+          set to the fallback class's first; a speculators-layout config's ``transformer_layer_config`` keys
+          lifted to the top level where absent (such an engine reads a plain config: ``model_type``,
+          ``hidden_size``, ... at the top level)."""
+        root = self.base or self
+        if not root.draft_classes:
+            return {}, ""
+        loader = root.speculators_loader
+        if loader is not None and config.get("speculators_model_type") and not loader.applies(config):
+            drop = [k for k in loader.absent if config.get(k) is not None]
+            if drop and all(config.get(k) is not None for k in loader.present):
+                patch: dict = {k: None for k in drop}
+                why = (f"remove the top-level {', '.join(drop)}: {root.title} {root.version} reads a speculators "
+                       f"config through its loader only without it ({loader.used_when_source})")
+                if not isinstance(config.get("transformer_layer_config"), Mapping):
+                    # the loader builds the draft's config from transformer_layer_config alone (base.py:58-63)
+                    patch["transformer_layer_config"] = {k: config[k] for k in LAYER_CONFIG_KEYS if k in config}
+                    why += "; and write transformer_layer_config from the top-level layer keys, the only place it reads them"
+                patched = {k: v for k, v in merge(config, patch).items()}
+                cls, _ = root.pick_draft_class(patched)
+                if cls is not None:
+                    return patch, why
+            return {}, ""
+        cls, _ = root.pick_draft_class(config)
+        archs = config.get("architectures") or []
+        if cls is None or cls.name != root.draft_class_fallback or (archs and archs[0] in cls.architectures):
+            return {}, ""
+        patch: dict = {"architectures": [cls.architectures[0]]}
+        layer = config.get("transformer_layer_config")
+        if isinstance(layer, Mapping):
+            patch.update({k: layer[k] for k in LAYER_CONFIG_KEYS if layer.get(k) is not None and k not in config})
+        why = (f"set architectures to {cls.architectures[0]!r}: {root.title} {root.version} registers no draft class "
+               f"for {archs[0] if archs else None!r}")
+        if len(patch) > 1:
+            why += ("; and copy the decoder keys of transformer_layer_config (model_type, hidden_size, ...) to the top "
+                    "level, where that class reads a plain config's")
+        return patch, why
 
     def for_draft(self, config: Mapping[str, Any]) -> "Convention":
         """This convention with its draft side replaced by that of the draft class serving ``config``."""

@@ -25,7 +25,15 @@ Convention file keys (engines):
     {key: default} (keys copied from the config's top level, with this default when absent), "copies_if_set":
     [keys copied when set], "source"}}}``: the config the engine's draft class reads is the
     ``transformer_layer_config`` updated this way; an unknown type or model_type is a draft the engine cannot
-    load.
+    load. Optional ``"used_when": {"absent": [keys], "present": [keys], "source"}``: the engine takes this loader
+    only for a config without the ``absent`` top-level keys and with the ``present`` ones (vLLM's config parser
+    picks the speculators config class only when ``model_type`` is absent and ``speculators_config`` is
+    there); any other config is read as a plain config of its ``model_type``, its ``architectures`` as written.
+``draft_architecture_rename``
+    ``{"prefix", "keep_prefix", "keep_suffix", "source", "error"}``: the engine renames a plain (not speculators-loaded)
+    draft config's ``architectures[0]`` before looking it up in its registry: ``prefix + arch`` unless the
+    name starts with ``keep_prefix`` or ends with ``keep_suffix`` (vLLM's ``EAGLEConfig`` for ``eagle3``:
+    ``LlamaForCausalLM`` -> ``Eagle3LlamaForCausalLM``, ``Eagle3Speculator`` kept as it is).
 """
 
 from __future__ import annotations
@@ -83,9 +91,62 @@ class LoaderType:
 
 
 @dataclass(frozen=True)
+class ArchitectureRename:
+    """How an engine renames a plain draft config's architecture before its registry lookup (module docstring)."""
+
+    prefix: str
+    keep_prefix: str = ""
+    keep_suffix: str = ""
+    source: str = ""
+    error: str = ""  # the engine's message when the renamed architecture is not registered ({arch}: its repr)
+
+    def apply(self, arch: str) -> str:
+        if (self.keep_prefix and arch.startswith(self.keep_prefix)) or (self.keep_suffix and arch.endswith(self.keep_suffix)):
+            return arch
+        return self.prefix + arch
+
+    def to_json(self) -> dict:
+        return {"prefix": self.prefix, "keep_prefix": self.keep_prefix, "keep_suffix": self.keep_suffix,
+                "source": self.source, **({"error": self.error} if self.error else {})}
+
+
+def parse_rename(data: Any, where: str) -> ArchitectureRename | None:
+    if data is None:
+        return None
+    if not isinstance(data, Mapping) or not isinstance(data.get("prefix"), str):
+        raise BadConvention(f"{where}: draft_architecture_rename must be an object with a string 'prefix'")
+    extra = set(data) - {"prefix", "keep_prefix", "keep_suffix", "source", "error"}
+    if extra:
+        raise BadConvention(f"{where}: draft_architecture_rename: unknown key(s) {', '.join(sorted(extra))}")
+    return ArchitectureRename(data["prefix"], str(data.get("keep_prefix", "")), str(data.get("keep_suffix", "")),
+                              str(data.get("source", "")), str(data.get("error", "")))
+
+
+@dataclass(frozen=True)
 class SpeculatorsLoader:
     types: Mapping[str, LoaderType]
     source: str = ""
+    absent: tuple[str, ...] = ()  # used only for a config without these top-level keys ...
+    present: tuple[str, ...] = ()  # ... and with these
+    used_when_source: str = ""
+
+    def applies(self, config: Mapping[str, Any]) -> bool:
+        """Whether the engine reads ``config`` through this loader (a speculators config it recognises as one)."""
+        if not config.get("speculators_model_type"):
+            return False
+        return (all(config.get(k) is None for k in self.absent)
+                and all(config.get(k) is not None for k in self.present))
+
+    def why_not(self, config: Mapping[str, Any]) -> str:
+        """Why a config marked speculators is not read through this loader ("" when it is)."""
+        if not config.get("speculators_model_type") or self.applies(config):
+            return ""
+        have = [k for k in self.absent if config.get(k) is not None]
+        lack = [k for k in self.present if config.get(k) is None]
+        parts = [f"top-level {k} {config[k]!r}" for k in have] + [f"no {k}" for k in lack]
+        return (f"its speculators config loader is used only for a config with no top-level "
+                f"{', '.join(self.absent) or '-'} and with {', '.join(self.present) or '-'} "
+                f"({self.used_when_source}); this one has {' and '.join(parts)}, so it is read as a plain config")
 
     def parallel_drafting(self, config: Mapping[str, Any]) -> bool:
         spec = self.types.get(config.get("speculators_model_type"))
@@ -170,11 +231,17 @@ def parse_loader(data: Any, where: str) -> SpeculatorsLoader | None:
         types[name] = LoaderType(dict(t["architectures"]), dict(t.get("sets", {})), tuple(t.get("copies_if_set", ())),
                                  str(t.get("source", "")), dict(t.get("renames", {})),
                                  bool(t.get("parallel_drafting", False)))
-    return SpeculatorsLoader(types, str(data.get("source", "")))
+    used = data.get("used_when") or {}
+    if not isinstance(used, Mapping) or set(used) - {"absent", "present", "source"}:
+        raise BadConvention(f"{where}: speculators_loader.used_when is an object with 'absent', 'present', 'source'")
+    return SpeculatorsLoader(types, str(data.get("source", "")), tuple(used.get("absent", ())),
+                             tuple(used.get("present", ())), str(used.get("source", "")))
 
 
 def loader_json(loader: SpeculatorsLoader) -> dict:
-    return {"source": loader.source,
+    used = ({"used_when": {"absent": list(loader.absent), "present": list(loader.present),
+                           "source": loader.used_when_source}} if loader.absent or loader.present else {})
+    return {"source": loader.source, **used,
             "types": {k: {"architectures": dict(t.architectures), "sets": dict(t.sets),
                           "copies_if_set": list(t.copies_if_set), "source": t.source,
                           **({"renames": dict(t.renames)} if t.renames else {}),

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from .. import expr
 from ..errors import BadConvention, shown
 from .convention import Convention
-from .draft_classes import parse_draft_classes, parse_loader
+from .draft_classes import parse_draft_classes, parse_loader, parse_rename
 from .places import DRAFT_FLAGS, FLAG_PLACES, ID_PLACES
 from .rules import (TREE_ATTENTION_MODES, CaptureRule, DraftShift, EngineFailure, ExplicitCase, Feed, FlagRule, IdCheck,
                     IdRead, TreeDrafts)
@@ -97,7 +97,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
     known = {"schema", "name", "kind", "title", "version", "source", "ids_from", "order", "rules", "architectures",
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
              "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through",
-             "draft_classes", "draft_class_fallback", "speculators_loader", "no_aux", "ids_accepted",
+             "draft_classes", "draft_class_fallback", "speculators_loader", "draft_architecture_rename", "no_aux", "ids_accepted",
              "draft_kinds", "id_checks", "width_check"}
     extra = set(data) - known
     if extra:
@@ -175,6 +175,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         draft_classes=parse_draft_classes(data.get("draft_classes"), where, _flag_rules),
         draft_class_fallback=data.get("draft_class_fallback"),
         speculators_loader=parse_loader(data.get("speculators_loader"), where),
+        draft_architecture_rename=parse_rename(data.get("draft_architecture_rename"), where),
         no_aux=_no_aux(data.get("no_aux"), where),
         ids_accepted=(_failure(data["ids_accepted"], f"{where}: ids_accepted", with_when=True)
                       if data.get("ids_accepted") else None),

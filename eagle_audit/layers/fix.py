@@ -83,12 +83,19 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
                        f"{block.on if getattr(engine.flags, block.attr) else block.off}); no config changes that.")
     if draft.target_hidden_size is None and draft.hidden_size != target_hidden:
         extra["target_hidden_size"] = target_hidden
+    # what the engine needs to load the draft at all, as the class it is audited with (architectures, ...)
+    load, load_why = engine.convention.load_patch(draft.config) if engine.convention is not None else ({}, "")
+    load_note = f" Also {load_why}." if load else ""
     rule = engine.rule
     wiring_right = (list(engine.states) == list(trained) and not engine.dropped and engine.aux_count == len(trained)
                     and engine.wiring.failure is None and not engine.wiring.not_residual)
     if wiring_right and extra and "target_hidden_size" not in extra:  # only draft flags to change: ids stay
         return Fix(eng_name, True, f"{name} already feeds the trained states {[s.label() for s in trained]}; set "
-                   + ", ".join(f"{k} = {v}" for k, v in extra.items()) + ".", dict(extra), None, None, engine.states)
+                   + ", ".join(f"{k} = {v}" for k, v in extra.items()) + "." + load_note,
+                   merge_patch(load, extra), None, None, engine.states)
+    if wiring_right and load and not extra:  # only loading to fix
+        return Fix(eng_name, True, f"{name} would feed the trained states {[s.label() for s in trained]} but cannot "
+                   f"load the draft as written: {load_why}.", dict(load), None, None, engine.states)
     if wiring_right and not extra:
         return Fix(eng_name, False, f"{name} already feeds the trained states {[s.label() for s in trained]}; "
                    "the errors found are not in the layer wiring and no config.json change fixes them (see each "
@@ -105,7 +112,7 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
             candidates.append((place, [b - case.shift - read_shift for b in desired]))
     candidates.append((None, None))  # no ids at all: the engine's default
     for place, ids in candidates:
-        patch = dict(extra)
+        patch = merge_patch(load, extra)
         if place is not None:
             patch = merge_patch(patch, _ids_patch(place, ids))
         else:  # remove every id place the engine reads, so that its default applies
@@ -135,6 +142,7 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int) -> Fix:
                        f"Remove the ids: {name}'s default feeds {[s.label() for s in wiring.states]}.") + note
         if extra:
             explanation += " Also set " + ", ".join(f"{k} = {v}" for k, v in extra.items()) + "."
+        explanation += load_note
         return Fix(eng_name, True, explanation, patch, tuple(ids) if ids else None,
                    place_key(place) if place else None, wiring.states)
     lo, hi = engine.reach

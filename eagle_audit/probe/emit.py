@@ -162,8 +162,8 @@ def to_convention_data(result: ProbeResult, base: Convention | None = None) -> d
         notes.append("ids_from: the draft-ids reader was not found in this source; "
                      + (f"copied from the built-in {base.name} {base.version} convention" if base else "left empty"))
     if base is not None:
-        notes.append(f"aux_count_from, draft_flags, fc_skip_when_width_equals_hidden, empty_capture, draft_classes and "
-                     "speculators_loader are not probed: "
+        notes.append(f"aux_count_from, draft_flags, fc_skip_when_width_equals_hidden, empty_capture, draft_classes, "
+                     "speculators_loader and draft_architecture_rename are not probed: "
                      "copied from "
                      f"the built-in {base.name} {base.version} convention ({base.path}).")
     for a in result.archs:
@@ -206,6 +206,8 @@ def to_convention_data(result: ProbeResult, base: Convention | None = None) -> d
             data["draft_class_fallback"] = root.draft_class_fallback
         if root.speculators_loader is not None:
             data["speculators_loader"] = loader_json(root.speculators_loader)
+        if root.draft_architecture_rename is not None:
+            data["draft_architecture_rename"] = root.draft_architecture_rename.to_json()
     if result.extra:
         notes.extend(result.extra.get("notes", ()))
         data.update({k: v for k, v in result.extra.items() if k != "notes" and not k.startswith("_")})

@@ -320,7 +320,9 @@ def test_demo_with_no_arguments(cli, smollm2_path, audit_cache):
     text = _plain(res.stdout)
     assert "IDS_NOT_READ" in text and "EMBEDDING_COMPOSITION slot 0" in text
     assert "LAYER_OFFSET slot 1" in text and "LAYER_OFFSET slot 2" in text
-    assert f'{{"eagle_config": {{"{NESTED_KEY}": [-1, 2, 15]}}}}' in text
+    assert f'"eagle_config": {{"{NESTED_KEY}": [-1, 2, 15]}}}}' in text
+    # SGLang 0.5.23 registers no Eagle3Speculator and reads a plain config: the fix says so and writes both
+    assert '{"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": 576' in text
     assert "verdict: mismatch" in text
     from eagle_audit.demo import DEMO_DIR
 

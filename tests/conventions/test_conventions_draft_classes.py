@@ -25,15 +25,15 @@ def note(result, start: str) -> str:
     return found[0]
 
 
-def config_only(tmp_path, name: str, **cfg) -> str:
+def config_only(tmp_path, name: str, drop: tuple[str, ...] = (), **cfg) -> str:
     """A draft directory with config.json and no weights (what a training config or a config read before a
-    download is)."""
+    download is); ``drop``: base keys left out."""
     path = tmp_path / name
     path.mkdir()
     base = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": HIDDEN,
             "target_hidden_size": HIDDEN, "num_attention_heads": 4, "num_key_value_heads": 2,
             "intermediate_size": 64, "num_hidden_layers": 1, "vocab_size": VOCAB, "draft_vocab_size": DRAFT_VOCAB}
-    (path / "config.json").write_text(json.dumps({**base, **cfg}))
+    (path / "config.json").write_text(json.dumps({k: v for k, v in {**base, **cfg}.items() if k not in drop}))
     return str(path)
 
 
@@ -144,12 +144,14 @@ def test_kimi_mla_class_sizes_fc_from_top_level_ids(config_only_target, tmp_path
         assert bool(mism) == (aux != 2), arch
 
 
-def _peagle(tmp_path, name: str, **extra) -> str:
+def _peagle(tmp_path, name: str, drop: tuple[str, ...] = ("model_type",), **extra) -> str:
+    """A speculators P-EAGLE config as speculators writes it: no top-level model_type (unless ``drop`` keeps it)."""
     layer = {"model_type": "llama", "hidden_size": HIDDEN, "num_attention_heads": 4, "num_key_value_heads": 2,
              "intermediate_size": 64, "num_hidden_layers": 1, "vocab_size": VOCAB}
-    return config_only(tmp_path, name, architectures=["PeagleLlamaForCausalLM"], speculators_model_type="peagle",
-                       mask_token_id=3, transformer_layer_config=layer, eagle_aux_hidden_state_layer_ids=[2, 4, 5],
-                       speculators_config={"algorithm": "peagle", "verifier": {"name_or_path": "t"}}, **extra)
+    cfg = dict(architectures=["PeagleLlamaForCausalLM"], speculators_model_type="peagle", mask_token_id=3,
+               transformer_layer_config=layer, eagle_aux_hidden_state_layer_ids=[2, 4, 5],
+               speculators_config={"algorithm": "peagle", "verifier": {"name_or_path": "t"}})
+    return config_only(tmp_path, name, drop=drop, **{**cfg, **extra})
 
 
 def test_peagle_norm_before_residual_defaults_false_in_vllm(tiny_targets, tmp_path, audit):
@@ -165,6 +167,36 @@ def test_peagle_norm_before_residual_defaults_false_in_vllm(tiny_targets, tmp_pa
     r = audit(tiny_targets["llama"], eagle3, engine="vllm", static=True)
     (f,) = [f for f in r.findings if f.code == "NORM_MISMATCH"]  # eagle3: the loader's True, speculators' False
     assert "norm_before_residual" in f.what
+
+
+def test_speculators_config_with_top_level_model_type_vllm_cannot_load(tiny_targets, tmp_path, audit):
+    """vLLM 0.32.0/0.33.0 read a config through the speculators loader only without a top-level model_type
+    (transformers_utils/config.py:361-367); with one, architectures stay Eagle3Speculator, which the registry
+    lacks: the real engine stops with "Model architectures ['Eagle3Speculator'] are not supported for now"
+    (checked against the running engine in tests/realvllm)."""
+    path = _peagle(tmp_path, "mt", drop=(), speculators_model_type="eagle3", architectures=["Eagle3Speculator"])
+    for engine in ("vllm", "vllm-v1"):
+        r = audit(tiny_targets["llama"], path, engine=engine, static=True)
+        (f,) = [f for f in r.findings if f.code == "DRAFT_CLASS_UNSUPPORTED"]
+        assert "top-level model_type 'llama'" in f.what and "are not supported for now" in f.what, f.what
+        assert "'Eagle3Speculator'" in f.what
+    fine = _peagle(tmp_path, "nomt", speculators_model_type="eagle3", architectures=["Eagle3Speculator"])
+    r = audit(tiny_targets["llama"], fine, engine="vllm", static=True)
+    assert "DRAFT_CLASS_UNSUPPORTED" not in codes(r)
+
+
+@pytest.mark.parametrize("arch, served", [("LlamaForCausalLM", "llama_eagle3"), ("LlamaForCausalLMEagle3", "llama_eagle3"),
+                                          ("Qwen3ForCausalLM", "qwen3_eagle3"), ("MistralForCausalLM", None)])
+def test_vllm_renames_a_plain_architecture(tiny_targets, tmp_path, audit, arch, served):
+    """vLLM wraps a plain draft config in EAGLEConfig, which prefixes Eagle3 unless the name already starts or ends
+    with it (transformers_utils/configs/eagle.py:55-62); the registry decides on the renamed name."""
+    r = audit(tiny_targets["llama"], config_only(tmp_path, arch, architectures=[arch],
+                                                 eagle_aux_hidden_state_layer_ids=[1, 3, 4]), engine="vllm", static=True)
+    how = note(r, "draft class:")
+    if served is None:
+        assert "Eagle3MistralForCausalLM" in how and "DRAFT_CLASS_UNSUPPORTED" in codes(r), how
+    else:
+        assert f"serves it with {served}" in how, how
 
 
 def test_speculators_model_type_vllm_cannot_load(tiny_targets, tmp_path, audit):

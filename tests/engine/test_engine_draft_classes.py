@@ -114,7 +114,10 @@ def test_vllm_speculators_loader(vllm_src, cfg, model_type, name):
     """algos.py's own updaters give the config the draft class reads; P-EAGLE's norm_before_residual is False
     when absent (eagle3's True); an unknown model_type is refused."""
     layer = {"model_type": model_type, "hidden_size": 8, "num_hidden_layers": 1}
-    cfg = {**cfg, "transformer_layer_config": layer}
+    # as speculators writes it: no top-level model_type, a speculators_config (vLLM takes its speculators loader
+    # only then: transformers_utils/config.py:361-367)
+    cfg = {**cfg, "transformer_layer_config": layer,
+           "speculators_config": {"algorithm": cfg["speculators_model_type"], "verifier": {"name_or_path": "t"}}}
     view, how = VLLM.speculators_loader.view(cfg)
     if name is None:
         with pytest.raises(ValueError, match="Unsupported model_type"):
@@ -157,6 +160,47 @@ def test_registries_are_complete(vllm_src, sglang_src):
 
 def test_peagle_norm_before_residual_default():
     """vLLM 0.33.0 algos.py:71-73: P-EAGLE defaults norm_before_residual to False; eagle3 (:33-35) to True."""
-    layer = {"transformer_layer_config": {"model_type": "llama"}}
+    layer = {"transformer_layer_config": {"model_type": "llama"}, "speculators_config": {"verifier": {"name_or_path": "t"}}}
     assert flags_of(VLLM, {"speculators_model_type": "peagle", "mask_token_id": 1, **layer}).norm_before_residual is False
     assert flags_of(VLLM, {"speculators_model_type": "eagle3", **layer}).norm_before_residual is True
+
+
+def test_vllm_reads_speculators_only_without_model_type(vllm_src):
+    """transformers_utils/config.py (0.33.0): the speculators config class only when the config has no model_type
+    and has speculators_config; probes/vllm.json's speculators_loader.used_when says exactly that."""
+    text = vllm_src.text("vllm/transformers_utils/config.py")
+    assert ('model_type = config_dict.get("model_type")\n        if model_type is None:\n            model_type = (\n'
+            '                "speculators"\n                if config_dict.get("speculators_config") is not None') in text
+    assert VLLM.speculators_loader.absent == ("model_type",) and VLLM.speculators_loader.present == ("speculators_config",)
+    eagle = vllm_src.text("vllm/transformers_utils/configs/eagle.py")
+    assert 'if arch.startswith("Eagle3") or arch.endswith("Eagle3")\n                else f"Eagle3{arch}"' in eagle
+    rename = VLLM.draft_architecture_rename
+    assert (rename.prefix, rename.keep_prefix, rename.keep_suffix) == ("Eagle3", "Eagle3", "Eagle3")
+    # the registry prints the list of architectures: "[{arch}]" with one name's repr is that list's str
+    assert 'f"Model architectures {architectures} are not supported for now. "' in vllm_src.text(
+        "vllm/model_executor/models/registry.py")
+    assert rename.error.format(arch=repr("X")) == f"Model architectures {['X']} are not supported for now"
+
+
+def test_sglang_fix_of_the_demo_names_a_registered_class(sglang_src, smollm2_path, audit):
+    """--write-fixed-config for SGLang writes an architecture SGLang 0.5.23's registry has (EntryClass of
+    srt/models/*.py), and a plain config at the top level (model_type, hidden_size) as its Llama class reads it."""
+    from eagle_audit.demo import demo_draft
+    from eagle_audit.layers.fix import merge_patch
+
+    r = audit(smollm2_path, demo_draft(), static=True)
+    patch = r.fix.patch
+    assert r.fix.possible and patch["architectures"][0] in sglang_entry_classes(sglang_src)
+    fixed = merge_patch(_demo_config(), patch)
+    assert fixed["model_type"] == "llama" and fixed["hidden_size"] == 576 and fixed["num_hidden_layers"] == 1
+    assert SGLANG.for_draft(fixed).draft_class.name == "llama_eagle3"
+    assert SGLANG.load_patch(fixed) == ({}, "")  # nothing more to change for SGLang to load it
+
+
+def _demo_config() -> dict:
+    import json
+    from pathlib import Path
+
+    from eagle_audit.demo import demo_draft
+
+    return json.loads((Path(demo_draft()) / "config.json").read_text())

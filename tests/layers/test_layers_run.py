@@ -140,7 +140,10 @@ def test_top_level_ids_under_sglang(tiny_targets, make_draft, audit):
     assert "trainer not given: assumed speculators from the draft's speculators layout" in r.provenance["notes"]
     assert r.verdict == "mismatch" and codes(r)[0] == "IDS_NOT_READ"
     assert r.served.ignored_places == ("top_level",)
-    assert r.fix.patch == {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2, 5]}}
+    # SGLang 0.5.23 registers no Eagle3Speculator: the fix names the class it is audited with, so SGLang loads it
+    assert r.fix.patch == {"architectures": ["LlamaForCausalLMEagle3"],
+                           "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2, 5]}}
+    assert "set architectures to 'LlamaForCausalLMEagle3'" in r.fix.explanation
     # when SGLang's default happens to be what was trained, it is only a warning
     r = audit(tiny_targets["llama"], make_draft(top_level_ids=[2, 4, 5]), trainer="speculators", static=True)
     assert r.verdict == "match" and [(f.code, f.severity) for f in r.findings] == [("IDS_NOT_READ", "warning")]
