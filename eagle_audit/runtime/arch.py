@@ -41,8 +41,8 @@ def flags_from_config(config: Mapping[str, Any], layout: str, semantics: str = "
 
 
 @dataclass(frozen=True)
-class DraftArch:
-    """Shapes and hyper-parameters of a draft, resolved from its config and fc shape."""
+class LayerShape:
+    """What every draft kind's layers share: sizes, the number of target states fc reads, RoPE's base."""
 
     hidden_size: int
     target_hidden_size: int
@@ -54,6 +54,12 @@ class DraftArch:
     intermediate_size: int
     eps: float
     rope_theta: float
+
+
+@dataclass(frozen=True)
+class DraftArch(LayerShape):
+    """Shapes and hyper-parameters of an EAGLE-3 draft, resolved from its config and fc shape."""
+
     vocab_size: int
     draft_vocab_size: int
     tie_word_embeddings: bool = False

@@ -45,7 +45,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from ..errors import BadCheckpoint
-from .arch import RopeScaling, rope_params
+from .arch import LayerShape, RopeScaling, rope_params
 from .modules import DraftMLP, RMSNorm, rope_cos_sin, rotate
 
 #: DFlash variants named in ``architectures`` that this forward does not run, and why.
@@ -60,19 +60,9 @@ IGNORED_WEIGHTS = ("confidence_head.", "embed_tokens.", "lm_head.")
 
 
 @dataclass(frozen=True)
-class DFlashArch:
+class DFlashArch(LayerShape):
     """Shapes and hyper-parameters of a DFlash draft (its config, and fc's shape for the slot count)."""
 
-    hidden_size: int
-    target_hidden_size: int
-    num_aux: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    intermediate_size: int
-    eps: float
-    rope_theta: float
     block_size: int
     mask_token_id: int
     attention_bias: bool = False
