@@ -204,6 +204,27 @@ def _measured_trained(fp: Stage):
     return settled(r, r.declared.states, r.served.states if r.served is not None else None)  # as the fingerprint's fix
 
 
+#: findings only the weights raise: the fingerprint shows them whenever it raises them
+OWN_FINDINGS = ("TRAINED_WIRING_DIFFERS", "REPRESENTATION_MISMATCH")
+
+
+def fingerprint_shows(r, f) -> bool:
+    """Whether the fingerprint's result ``r`` is evidence for its finding ``f`` (issue 27, item 4: a fingerprint
+    that left slot 0 undetermined was listed as showing EMBEDDING_COMPOSITION slot 0). Its own findings, and a slot's
+    finding where the weights named that slot (not undetermined) and none of the states it admits is the one the
+    engine feeds there. A finding without a slot (the config's: IDS_NOT_READ, ...) and a slot the weights do not
+    determine come from the declared wiring, as in the other stages, not from the weights."""
+    if f.code in OWN_FINDINGS:
+        return True
+    if f.slot is None or r.inferred is None or not 0 <= f.slot < len(r.slots):
+        return False
+    sl = r.slots[f.slot]
+    served = r.served.states if r.served is not None else None
+    if sl.undetermined or served is None or f.slot >= len(served):
+        return False
+    return served[f.slot] not in sl.admitted
+
+
 def combine(stages: tuple[Stage, ...], gate: Gate) -> Verdict:
     by = {s.name: s for s in stages}
     layers = by["captured"] if by["captured"].ran else by["static"]
@@ -214,6 +235,8 @@ def combine(stages: tuple[Stage, ...], gate: Gate) -> Verdict:
         if not st.ran:
             continue
         for f in st.result.errors:
+            if name == "fingerprint" and not fingerprint_shows(st.result, f):
+                continue  # the fingerprint computed it from the declared wiring, not from what the weights determine
             key = (f.code, f.slot)
             shown.setdefault(key, []).append(name)
             if key not in what or name in ("captured", "served"):  # measured words: cosines, the served slot
@@ -221,7 +244,8 @@ def combine(stages: tuple[Stage, ...], gate: Gate) -> Verdict:
     keep = set()
     for name in (layers.name, "served", "fingerprint"):
         if by[name].ran:
-            keep |= {(f.code, f.slot) for f in by[name].result.errors}
+            keep |= {(f.code, f.slot) for f in by[name].result.errors
+                     if name != "fingerprint" or fingerprint_shows(by[name].result, f)}
     problems = tuple(Problem(c, s, what[(c, s)], tuple(shown[(c, s)])) for (c, s) in shown if (c, s) in keep)
     order = {n: i for i, n in enumerate(STAGES)}
     sure = max((n for p in problems for n in p.shown_by), key=order.__getitem__, default=None)

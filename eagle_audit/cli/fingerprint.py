@@ -5,9 +5,9 @@ from __future__ import annotations
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from ..fingerprint.defaults import MORE_PROMPTS
+from ..fingerprint.defaults import CONFIRM_PROMPTS, MORE_PROMPTS
 from .common import SERVER_REACH, error_edge, refuse_unused, reporter, use_threads
-from .options import (AuditArgs, MaxNewTokens, MorePrompts, ServerArgs, TttSteps, audit_command,
+from .options import (AuditArgs, ConfirmPrompts, MaxNewTokens, MorePrompts, ServerArgs, TttSteps, audit_command,
                       hidden_states_dir_option, server_option)
 
 
@@ -25,6 +25,7 @@ def fingerprint(
     reach: ServerArgs = ServerArgs(),
     ttt_steps: TttSteps = None,
     more_prompts: MorePrompts = MORE_PROMPTS,
+    confirm_prompts: ConfirmPrompts = CONFIRM_PROMPTS,
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
 
@@ -56,7 +57,8 @@ def fingerprint(
         args.check_outputs()
         opts = FingerprintOptions(**args.library(ctx), max_new_tokens=max_new_tokens,
                                   states_server=reach.states_server(states_server, hidden_states_dir),
-                                  ttt_steps=ttt_steps, more_prompts=more_prompts)
+                                  ttt_steps=ttt_steps, more_prompts=more_prompts,
+                                  confirm_prompts=confirm_prompts)
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_fingerprint(opts, status, progress)
         args.emit(result, render_fingerprint)

@@ -20,12 +20,20 @@ from .verdict import Inference
 
 
 def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer: Convention | None,
-            served: SideWiring | None) -> tuple[tuple[Claim, ...], tuple[Finding, ...], Fix | None]:
+            served: SideWiring | None, standing: tuple[bool, str] | None = None
+            ) -> tuple[tuple[Claim, ...], tuple[Finding, ...], Fix | None]:
     """Claims of the config / conventions / engine against the weights; the findings (the usual checks of
     :func:`eagle_audit.layers.diagnose.diagnose` with the measured wiring as the trained side, plus
-    ``TRAINED_WIRING_DIFFERS`` / ``REPRESENTATION_MISMATCH``) and the fix against the engine."""
+    ``TRAINED_WIRING_DIFFERS`` / ``REPRESENTATION_MISMATCH``) and the fix against the engine.
+
+    ``standing``: where the measured wiring differs from the declared one, whether what the weights say stands
+    (:mod:`eagle_audit.fingerprint.confirm`: it beats the declared wiring in simulated accept length on other
+    prompts) and the sentence that says so. Standing, the sentence is added to ``TRAINED_WIRING_DIFFERS``; not
+    standing, the declared wiring is the trained side (no finding from the weights, the fix is the config's), and
+    the declared claim agrees with the sentence as its note. None: the weights' scores alone decide."""
     n = info.num_layers
     engine = served.states if served is not None else None
+    overruled = standing is not None and not standing[0]
 
     def claim(source: str, states, note: str) -> Claim:
         agrees, why = inf.verdict(states)
@@ -33,6 +41,9 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
 
     declared_verdict = inf.verdict(declared.states)[0]
     claims = [claim("declared", declared.states, f"{declared.wiring.convention} ({declared.wiring.ids_source})")]
+    if overruled:
+        claims[0] = Claim("declared", declared.states, True,
+                          f"{declared.wiring.convention} ({declared.wiring.ids_source}); {standing[1]}")
     for name, conv in builtin_conventions("trainer").items():
         try:
             w = conv.resolve(spec.config, info.architecture, n)
@@ -53,9 +64,10 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
                 f"{param('trainer', MEASURED)}")
     measured = Measured(declared.wiring, tuple(corpus_all(inf) if sl.undetermined else sl.admitted
                                               for sl in inf.slots) if inf.states else None,
-                        inf.reason, evidence, hint, differs=declared_verdict is False)
+                        inf.reason, evidence, hint, differs=declared_verdict is False and not overruled,
+                        confirmed=standing[1] if standing is not None and standing[0] else "")
     trained = declared
-    if inf.states:
+    if inf.states and not overruled:
         states = settled(inf, declared.states, engine)
         trained = given_side(Wiring("fingerprint", "trainer", "-", "measured", None, "boundaries", "draft weights",
                                     tuple(s.boundary for s in states), states), spec, trainer)
@@ -65,7 +77,7 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
     res = Resolution(trained, served, info.architecture, n)
     _, findings = diagnose(spec, info, res, None, measured)
     fix = None
-    if inf.states and any(f.severity == "error" and f.code != "TRAINED_WIRING_DIFFERS" for f in findings):
+    if (inf.states or overruled) and any(f.severity == "error" and f.code != "TRAINED_WIRING_DIFFERS" for f in findings):
         fix = plan_fix(res, spec, info.hidden_size)
     return tuple(claims), findings, fix
 

@@ -13,9 +13,16 @@ TTT_STEPS = 3
 #: (``MORE_PROMPTS``) is the cheaper way to the same evidence; ``--ttt-steps 3`` asks for them anyway.
 TTT_STEPS_CPU = 1
 #: the second round's budget: prompts of the same source after the first ``--max-prompts`` (the built-in set
-#: holds 16 prompts: 8 + 8), used once and only where a slot is expected to be settled by them
+#: holds 24 prompts: 8 + 8, and 8 for the confirmation), used once and only where a slot is expected to be settled
+#: by them
 MORE_PROMPTS = 8
 
+#: the confirmation's prompts: after the search's (``--max-prompts`` + ``--more-prompts``) in the same source, so
+#: the text that judges the pick never chose it (issue 27); the built-in set holds 24 prompts: 8 + 8 + 8, the last 8
+#: the last of ``bench/heldout_prompts.jsonl``
+CONFIRM_PROMPTS = 8
+#: draft tokens per verify in the confirmation's simulated accept length (``accept-rate``'s default ``--num-steps``)
+CONFIRM_STEPS = 3
 
 def ttt_steps_for(device: str, asked: int | None) -> tuple[int, str]:
     """The steps to score and, where a default was applied, the note that says so."""
@@ -24,8 +31,3 @@ def ttt_steps_for(device: str, asked: int | None) -> tuple[int, str]:
     steps = TTT_STEPS if str(device).startswith("cuda") else TTT_STEPS_CPU
     where = "a GPU" if steps == TTT_STEPS else "the CPU (the later steps cost about 5x the search there)"
     return steps, f"training-time-test steps scored: {steps} (the default on {where}; `ttt_steps` sets it)"
-#: the confirmation's prompts: after the search's (``--max-prompts`` + ``--more-prompts``) in the same source, so
-#: the text that judges the pick never chose it (issue 27); the built-in set holds 24 prompts: 8 + 8 + 8
-CONFIRM_PROMPTS = 8
-#: draft tokens per verify in the confirmation's simulated accept length (``accept-rate``'s default ``--num-steps``)
-CONFIRM_STEPS = 3

@@ -16,6 +16,10 @@ def _iv(mean, low, high, nd=3) -> str:
     return f"{mean:+.{nd}f} [{low:+.{nd}f}, {high:+.{nd}f}]"
 
 
+def _labels(states) -> str:
+    return "[" + ", ".join(s.label() for s in states) + "]"
+
+
 def render_fingerprint(result: FingerprintResult, console: Console) -> None:
     t, d = result.target, result.draft
     e = lambda v: escape(str(v))  # noqa: E731 - every value is text, never markup (a "[...]" is eaten otherwise)
@@ -51,6 +55,19 @@ def render_fingerprint(result: FingerprintResult, console: Console) -> None:
         agree = {True: "[green]agrees[/]", False: "[red]differs[/]",
                  None: "[dim]n/a[/]" if c.states is None or not result.inferred else "[yellow]not told[/]"}[c.agrees]
         console.print(f"  {e(f'{c.source:<20}')} {e(f'{states:<28}')} {agree} {e(c.note)}", highlight=False)
+    conf = result.confirmation
+    if conf is not None:
+        acc = ", ".join(f"{k} {_labels(w.states)} {w.accept_length:.3f}" for k, w in conf.wirings.items()
+                        if w.accept_length is not None)
+        console.print(f"[bold]confirmation[/] on {conf.prompts} other prompts ({conf.scored_tokens} tokens): simulated "
+                      f"accept length ({conf.steps} draft tokens a verify) {e(acc)}", highlight=False)
+        for i, said in enumerate(conf.slots):
+            console.print(f"  slot {i}: {e(said)}", highlight=False)
+        if conf.gain is not None:
+            word = "[red]stands[/]" if conf.stands else "[green]does not stand[/]"
+            console.print(f"  measured - declared: {e(conf.gain.text())}: the weights' finding {word}", highlight=False)
+        if conf.fix_gain is not None:
+            console.print(f"  the fix gains {e(conf.fix_gain.text())} over what the engine feeds", highlight=False)
     render_findings_and_fix(result.findings, result.fix, console)
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s))")

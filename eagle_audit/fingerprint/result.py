@@ -44,6 +44,10 @@ class SlotInference:
     equivalent: tuple[State, ...] = ()  # below the best on log-prob, but within the tolerances (search.equivalent)
     unsearched: tuple[State, ...] = ()  # states the search never had (its source does not give them) next to a named
     # state (fingerprint.corpus.unsearched_neighbours): admitted as possibilities, never scored; the slot is then ambiguous
+    confirmed: bool | None = None  # the confirmation's text (other prompts, fingerprint.confirm) separated the same
+    # states (True), or not (False: confirm_added joined the slot); None: not re-judged (no confirmation, undetermined)
+    confirm_tokens: int = 0  # the tokens the confirmation scored
+    confirm_added: tuple[State, ...] = ()  # states the confirmation did not separate from the best, beyond the search's
 
     @property
     def admitted(self) -> tuple[State, ...]:
@@ -82,8 +86,16 @@ class SlotInference:
                 return f"separated from every searched state on {on}{beside}"
             return replace(self, unsearched=(), ambiguous=True).needs() + beside
         if not self.ambiguous:
+            again = (f", and again on {self.confirm_tokens} tokens of other prompts (the confirmation)" if self.confirmed
+                     else "; not confirmed on other prompts (none were left for the confirmation: its prompts follow "
+                          "the search's in the prompts file, --confirm-prompts)")
             return (f"separated on {on}"
-                    + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else ""))
+                    + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else "") + again)
+        if self.confirmed is False:
+            added = " or ".join(s.label() for s in self.confirm_added)
+            return (f"the search's text named {' or '.join(s.label() for s in self.candidates if s not in self.confirm_added)}"
+                    f" on {on}, but on {self.confirm_tokens} tokens of other prompts {added} is not separated from "
+                    f"{self.best.label()}; " + replace(self, confirmed=None, confirm_added=()).needs())
         if self.uninformed:
             return ("nothing on text like this: its best state scores as well shuffled over the positions of each "
                     "text, so the draft does not use what the slot carries here (prompts like the draft's training "
@@ -117,7 +129,8 @@ class SlotInference:
                 "candidates": [s.label() for s in self.candidates], "text": self.text(),
                 "separate_tokens": self.separate_tokens, "name_tokens": self.name_tokens, "unused": self.unused,
                 "uninformed": self.uninformed, "steps": self.steps, "unsearched": [s.label() for s in self.unsearched],
-                "equivalent": [s.label() for s in self.equivalent],
+                "equivalent": [s.label() for s in self.equivalent], "confirmed": self.confirmed,
+                "confirm_added": [s.label() for s in self.confirm_added],
                 "use_margin": [self.use_margin.mean, self.use_margin.low, self.use_margin.high] if self.use_margin else None,
                 "needs": self.needs()}
 
@@ -172,6 +185,7 @@ class FingerprintResult:
     fix: Fix | None
     search: Mapping[str, Any]
     provenance: Mapping[str, Any]
+    confirmation: Any = None  # fingerprint.confirm.Confirmation: the pick judged on other prompts (None: not run)
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -189,5 +203,7 @@ class FingerprintResult:
             "agreement": self.agreement.to_json(), "claims": [c.to_json() for c in self.claims],
             "declared": self.declared.to_json(), "served": self.served.to_json() if self.served else None,
             "findings": [f.to_json() for f in self.findings], "fix": self.fix.to_json() if self.fix else None,
-            "search": dict(self.search), "provenance": dict(self.provenance),
+            "search": dict(self.search),
+            "confirmation": self.confirmation.to_json() if self.confirmation is not None else None,
+            "provenance": dict(self.provenance),
         }

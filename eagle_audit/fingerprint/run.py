@@ -13,7 +13,8 @@ from ..errors import AuditError, param
 from ..provenance import engine_convention, provenance
 from ..resolution import MEASURED, resolve_trained, side_of
 from ..states import all_states
-from .claims import compare
+from .claims import compare, settled
+from .confirm import confirm
 from .corpus import prepare_corpus
 from .defaults import ttt_steps_for
 from .infer import infer_wiring, starting_points
@@ -28,7 +29,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     opened)."""
     import time
 
-    from ..prompts import encode, load_prompts
+    from ..prompts import encode
     from ..source import open_source, source_request, states_from
 
     say = status or (lambda m: None)
@@ -46,9 +47,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
         from ..draft.block import convention_for
 
         engine = convention_for(engine, spec.kind, notes)
-    listed = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts + max(0, opts.more_prompts))
-    prompts = listed[:opts.max_prompts] if listed is not None else None
-    reserve = listed[opts.max_prompts:] if listed is not None else ()
+    prompts, reserve, confirming = split_prompts(opts)
     if source is None:
         states_from(opts, server_only=True)
     if source is None:
@@ -94,7 +93,28 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     inf = infer_wiring(target, spec, corpus, starts, flags, say, ttt_steps=ttt_steps)
     inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
     inf = second_round(target, spec, corpus, starts, flags, inf, reserve, opts, say, ttt_steps)
-    claims, findings, fix = compare(inf, spec, info, declared, trainer, served)
+    confirmation, standing = None, None
+    if spec.kind != "eagle3":
+        notes.append(f"{spec.kind} draft: no confirmation (accept-rate simulates EAGLE-3 drafts only); the findings rest "
+                     "on the search's text alone")
+    elif inf.states is not None:
+        served_states = served.states if served is not None else None
+        ids = ([list(p) for p in opts.confirm_prompt_ids] if opts.confirm_prompt_ids is not None
+               else encode(confirming, target.tokenizer, opts.max_tokens) if confirming else [])
+        if ids:
+            inf, confirmation = confirm(target, spec, flags, inf, declared.states,
+                                        lambda i: settled(i, declared.states, served_states), served_states, ids,
+                                        opts.max_new_tokens, opts.confirm_steps, say)
+            if confirmation.stands is not None:
+                standing = (True, confirmation.gain_text()) if confirmation.stands else (False, confirmation.agrees_text())
+        else:
+            notes.append("confirmation: no prompts left for it (they follow the search's in the prompts file; "
+                         f"{param('confirm_prompts')}): no slot is confirmed on other text, and no finding from the "
+                         "weights can stand")
+            if tuple(settled(inf, declared.states, served_states)) != tuple(declared.states):
+                standing = (False, "not confirmed: no other prompts were left to judge the measured wiring in simulated "
+                                   "accept length, so the declared wiring stands")
+    claims, findings, fix = compare(inf, spec, info, declared, trainer, served, standing)
     verdict = "mismatch" if any(f.severity == "error" for f in findings) else "match"
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=len(prompt_ids) + inf.search.get("second_round", {}).get("prompts", 0),
@@ -103,4 +123,20 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
                              inf.top1, inf.logprob, inf.baseline_top1, inf.baseline_logprob, inf.scored_tokens,
                              inf.coverage, inf.agreement, claims, declared.wiring, served.wiring if served else None,
                              tuple(findings), fix, inf.search,
-                             prov)
+                             prov, confirmation)
+
+
+def split_prompts(opts: FingerprintOptions):
+    """The search's prompts, the second round's and the confirmation's, disjoint, in that order in the prompts
+    source (``max_prompts``, ``more_prompts``, ``confirm_prompts``). Where the source holds fewer, the confirmation
+    takes its prompts before the second round does (a finding from the weights needs it to stand). With
+    ``prompt_ids`` (library use): (None, (), ()) (``confirm_prompt_ids`` gives the confirmation's)."""
+    from ..prompts import load_prompts
+
+    if opts.prompt_ids is not None:
+        return None, (), ()
+    more, conf = max(0, opts.more_prompts), max(0, opts.confirm_prompts)
+    listed = load_prompts(opts.prompts, opts.max_prompts + more + conf)
+    prompts, rest = listed[:opts.max_prompts], listed[opts.max_prompts:]
+    take = min(conf, len(rest))
+    return prompts, rest[:len(rest) - take][:more], rest[len(rest) - take:]

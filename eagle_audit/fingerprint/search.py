@@ -84,11 +84,16 @@ def search(scorer: Scorer, starts: Sequence[tuple[str, Wiring]], num_candidates:
     return SearchTrace(best, tuple(scored), rows, top1, sweeps, scorer.evaluations)
 
 
-def slot_table(scorer: Scorer, best: Wiring, num_candidates: int
+def slot_table(scorer: Scorer, best: Wiring, num_candidates: int, slots: Sequence[int] | None = None
                ) -> tuple[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...]]:
-    """[slot][candidate] mean log-prob and top-1 agreement, each slot given every state, the others at ``best``."""
+    """[slot][candidate] mean log-prob and top-1 agreement, each slot given every state, the others at ``best``;
+    ``slots``: only these (the others' rows are empty)."""
     rows, top1 = [], []
     for i in range(len(best)):
+        if slots is not None and i not in slots:
+            rows.append(())
+            top1.append(())
+            continue
         sc = [scorer.score(best[:i] + (j,) + best[i + 1:]) for j in range(num_candidates)]
         rows.append(tuple(_objective(s) for s in sc))
         top1.append(tuple(s.top1 for s in sc))
@@ -131,12 +136,14 @@ def separated(logprob: Interval, top1: Interval | None) -> bool:
     return logprob.low > 0 and not equivalent(logprob, top1)
 
 
-def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3) -> tuple[SlotJudgement, ...]:
+def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3,
+          slots: Sequence[int] | None = None) -> tuple[SlotJudgement, ...]:
     """Per slot: runner-up, paired cluster-robust margins (at ``level``, :func:`paired_interval`), and the
     states not separated from the best: those whose log-prob interval against it reaches 0, and the best's
     neighbours :func:`equivalent` to it (``SlotJudgement.equivalent``). Log-prob, the search objective, decides
     otherwise; the top-1 margin is evidence beside it (a thresholded, noisier view of the same predictions). With each slot: the tokens at which its runner-up, and its ``max_named + 1``-th
-    state, would be separated, and whether the draft uses it at all on this text."""
+    state, would be separated, and whether the draft uses it at all on this text. ``slots``: only these (the
+    confirmation's re-judgement of the named slots)."""
     best = trace.best
     cands = scorer.corpus.candidates
     top = scorer.score(best)
@@ -145,6 +152,8 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
     m = scorer.scored if top.logprob.numel() else 0  # text positions (how sure is said in text tokens)
     out = []
     for i, row in enumerate(trace.rows):
+        if slots is not None and i not in slots:
+            continue
         order = sorted(range(len(row)), key=lambda j: -row[j])
         runner = next((j for j in order if j != best[i]), None)
         if runner is None or m == 0:

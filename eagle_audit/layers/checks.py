@@ -32,6 +32,7 @@ class Measured:
     evidence: str = ""
     hint: str = ""  # how to declare the measured wiring
     differs: bool | None = None  # the fingerprint's verdict on the declared wiring (None: judge by ``candidates``)
+    confirmed: str = ""  # where the fingerprint confirmed the measured wiring on other prompts: what it gains
 
     def agrees(self, states) -> bool:
         return self.candidates is not None and len(states) == len(self.candidates) and all(

@@ -396,7 +396,7 @@ def trained_wiring_differs(ctx: Context) -> Iterable[Finding]:
     yield Finding(
         "TRAINED_WIRING_DIFFERS", "error", None,
         f"The weights were trained on {measured} (fingerprint), but {m.declared.convention} "
-        f"({m.declared.ids_source}) declares {labels(m.declared.states)}.",
+        f"({m.declared.ids_source}) declares {labels(m.declared.states)}." + (f" {m.confirmed}" if m.confirmed else ""),
         "Everything configured from the declared wiring (the engine's ids, an audit's trained side) feeds the draft "
         "states it was not trained on.",
         f"Declare the measured wiring ({m.hint}) and apply the config change below." if m.hint else FIX_REF)

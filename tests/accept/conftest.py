@@ -45,7 +45,7 @@ def smol_canary(smol_target) -> Path:
     out = _canary_cache() / f"test-canary-smol-v{SMOL_CANARY_VERSION}"
     if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
         return out
-    ids = encode(load_prompts(None)[8:], smol_target.tokenizer)
+    ids = encode(load_prompts(None)[8:16], smol_target.tokenizer)
     tmp = out.with_name(out.name + ".tmp")
     train_canary(smol_target, ids, CanaryOptions(boundaries=SMOL_BOUNDARIES, epochs=30, max_new_tokens=96,
                                                  draft_vocab=2048, lr=3e-3, batch_size=2), tmp)

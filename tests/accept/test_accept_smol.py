@@ -44,7 +44,7 @@ def test_trained_wiring_beats_miswiring_and_live_is_lossless(smol_target, smol_c
 def _training_jsonl() -> list[str]:
     from importlib import resources
 
-    return resources.files("eagle_audit").joinpath("data/chat_prompts.jsonl").read_text().splitlines()[8:]
+    return resources.files("eagle_audit").joinpath("data/chat_prompts.jsonl").read_text().splitlines()[8:16]
 
 
 def test_cli_miswiring_exits_1(smol_canary, tmp_path):

@@ -36,7 +36,7 @@ def prompts(tmp_path_factory) -> str:
 
     lines = (resources.files("eagle_audit") / "data" / "chat_prompts.jsonl").read_text().splitlines()
     path = tmp_path_factory.mktemp("prompts") / "canary-text.jsonl"
-    path.write_text("\n".join(lines[8:16]) + "\n")
+    path.write_text("\n".join(lines[8:16] + lines[16:24]) + "\n")  # then 8 for the fingerprint's confirmation
     return str(path)
 
 

@@ -26,7 +26,7 @@ EPOCHS, TTT, MAX_NEW, DRAFT_VOCAB, LR, BATCH = 20, 1, 96, 2048, 3e-3, 2
 def training_prompts(target) -> list[list[int]]:
     from eagle_audit.prompts import encode, load_prompts
 
-    return encode(load_prompts(None)[8:], target.tokenizer)
+    return encode(load_prompts(None)[8:16], target.tokenizer)
 
 
 def train_all(target, root: Path, log=print) -> dict[str, Path]:

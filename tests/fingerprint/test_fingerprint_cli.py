@@ -27,9 +27,9 @@ def test_bad_input_is_one_line_exit_2(args, what, smollm2_path):
     assert "Traceback" not in res.output
 
 
-def _redeclared(src, tmp_path):
+def _redeclared(src, tmp_path, lines: slice = slice(8, 11)):
     """The canary's weights with SGLang ids [0, 7, 20] (= [B1, B8, B21]) and no canary record, and a prompts
-    file of three of its training prompts."""
+    file of its training prompts (three by default)."""
     draft = tmp_path / "draft"
     draft.mkdir()
     cfg = json.loads((src / "config.json").read_text())
@@ -39,7 +39,7 @@ def _redeclared(src, tmp_path):
     os.symlink(src / "model.safetensors", draft / "model.safetensors")
     from importlib import resources
 
-    lines = resources.files("eagle_audit").joinpath("data/chat_prompts.jsonl").read_text().splitlines()[8:11]
+    lines = resources.files("eagle_audit").joinpath("data/chat_prompts.jsonl").read_text().splitlines()[lines]
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(ln + "\n" for ln in lines))
     return draft, prompts
@@ -47,11 +47,13 @@ def _redeclared(src, tmp_path):
 
 def test_cli_declared_wiring_differs(fp_canaries, smollm2_path, tmp_path, fp_threads):
     """The [B2, B15, B27] canary's weights with other SGLang ids in the config (and no canary record): exit 1,
-    TRAINED_WIRING_DIFFERS, the engine fix for the measured wiring, and a report with the agreement figure."""
-    draft, prompts = _redeclared(fp_canaries["2-15-27"], tmp_path)
+    TRAINED_WIRING_DIFFERS, the engine fix for the measured wiring, and a report with the agreement figure. The
+    search reads 3 of its training prompts, the confirmation the other 5 (never searched): the measured wiring
+    beats the declared one there in simulated accept length, so the finding stands and says what it gains."""
+    draft, prompts = _redeclared(fp_canaries["2-15-27"], tmp_path, slice(8, 16))
     out = tmp_path / "fp.json"
     res = _invoke("-t", smollm2_path, "-d", str(draft), "--prompts", str(prompts), "--max-new-tokens", "48",
-                  "--json", str(out), "--report", str(tmp_path / "rep"))
+                  "--max-prompts", "3", "--more-prompts", "0", "--json", str(out), "--report", str(tmp_path / "rep"))
     assert res.exit_code == 1, res.output
     data = json.loads(out.read_text())
     assert data["schema"] == "eagle-audit/fingerprint/2"
@@ -70,6 +72,13 @@ def test_cli_declared_wiring_differs(fp_canaries, smollm2_path, tmp_path, fp_thr
         assert st == (None if slot["undetermined"] else slot["best"] if not slot["ambiguous"] else slot["candidates"])
     codes = [f["code"] for f in data["findings"]]
     assert "TRAINED_WIRING_DIFFERS" in codes
+    conf = data["confirmation"]
+    assert conf["prompts"] == 5 and conf["stands"] is True, conf
+    gain = conf["gain"]
+    assert gain["interval"][0] > 0 and gain["mean"] >= conf["material_gain"], gain
+    al = {k: w["accept_length"] for k, w in conf["wirings"].items()}
+    assert al["measured"] > al["declared"], al
+    assert "tokens per verify" in data["findings"][codes.index("TRAINED_WIRING_DIFFERS")]["what"]
     assert data["declared"]["states"][0]["label"] == "B1"
     assert data["fix"]["possible"]
     for got, slot in zip(data["fix"]["resolved"], inf["slots"]):  # the measured state where the weights say one
@@ -101,3 +110,17 @@ def test_layers_suggests_the_fingerprint_and_measures_with_it(fp_canaries, smoll
         assert got in true or (got == declared and "undetermined" in notes), (got, notes)
     assert [s["label"] for s in data["served"]["states"]] == ["B1", "B8", "B21"]
     assert data["suggestions"] == []
+
+
+def test_cli_without_confirmation_no_finding_from_the_weights_stands(fp_canaries, smollm2_path, tmp_path, fp_threads):
+    """The same redeclared canary with no prompts left for the confirmation (--confirm-prompts 0): the weights'
+    preference is not judged in accept length on text that did not choose it, so it raises nothing (exit 0: SGLang
+    feeds what the config declares), and the declared claim says why."""
+    draft, prompts = _redeclared(fp_canaries["2-15-27"], tmp_path)
+    res = _invoke("-t", smollm2_path, "-d", str(draft), "--prompts", str(prompts), "--max-new-tokens", "48",
+                  "--confirm-prompts", "0", "--json", "-")
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["confirmation"] is None and data["findings"] == [] and data["fix"] is None
+    declared = data["claims"][0]
+    assert declared["source"] == "declared" and declared["agrees"] is True and "not confirmed" in declared["note"]

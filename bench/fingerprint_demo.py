@@ -1,0 +1,92 @@
+"""`eagle-audit fingerprint` on the demo (SmolLM2-135M GGUF + the shipped demo draft), end to end in a fresh process,
+with the confirmation (issue 29 goal 4: within 60 s on the 2-core CPU box, with the same answers; issue 27: what the
+confirmation's prompts cost).
+
+Each configuration runs ``--runs`` times: wall time and the child's CPU time (user + sys, from ``resource``; on a
+shared box wall time also measures other people's load), the 1-minute load average before and after, the answers
+(guarded states, verdict, finding codes, the confirmation's accept lengths) and the stage seconds the result records.
+Configurations: ``default`` (search 8 prompts, second round up to 8, confirmation 8) and ``no-confirmation``
+(``--confirm-prompts 0``: what the run cost before the confirmation, whose findings from the weights then do not stand).
+
+Run: python bench/fingerprint_demo.py [--runs 1] [--only default] [--json bench/results/fingerprint_demo_cpu.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+CONFIGS = {"default": [], "no-confirmation": ["--confirm-prompts", "0"]}
+
+
+def machine() -> dict:
+    cpu = ""
+    try:
+        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    return {"platform": platform.platform(), "cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version()}
+
+
+def run_once(extra: list[str], env: dict) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "fp.json")
+        cmd = [sys.executable, "-m", "eagle_audit.cli.main", "fingerprint", "--json", out, *extra]
+        load0 = os.getloadavg()[0]
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"fingerprint exited {proc.returncode}: {proc.stderr[-2000:]}")
+        data = json.load(open(out))
+    conf = data.get("confirmation") or {}
+    return {"wall_s": round(wall, 2), "cpu_s": round((after.ru_utime - before.ru_utime)
+                                                      + (after.ru_stime - before.ru_stime), 2),
+            "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2), "exit": proc.returncode,
+            "answer": {"states": data["inferred"]["states"], "verdict": data["verdict"],
+                       "findings": [f"{f['code']}" + (f" slot {f['slot']}" if f.get("slot") is not None else "")
+                                    for f in data["findings"]],
+                       "fix": data["fix"]["resolved"] if data.get("fix") else None,
+                       "confirmation": {"accept_length": {k: w["accept_length"] for k, w in
+                                                          conf.get("wirings", {}).items()},
+                                        "stands": conf.get("stands"), "slots": conf.get("slots"),
+                                        "fix_gain": conf.get("fix_gain")} if conf else None},
+            "seconds": {**data["search"].get("seconds", {}), "confirmation": conf.get("seconds")},
+            "scored_tokens": data["inferred"]["scored_tokens"], "confirm_tokens": conf.get("scored_tokens")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--only", choices=sorted(CONFIGS), action="append")
+    ap.add_argument("--json", default=None, help="write the record here")
+    args = ap.parse_args()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    record = {"bench": "fingerprint_demo", "machine": machine(), "runs": args.runs, "configs": {}}
+    for name in args.only or list(CONFIGS):
+        runs = [run_once(CONFIGS[name], env) for _ in range(args.runs)]
+        same = all(r["answer"] == runs[0]["answer"] for r in runs)
+        record["configs"][name] = {"args": CONFIGS[name], "wall_s": statistics.median(r["wall_s"] for r in runs),
+                                   "cpu_s": statistics.median(r["cpu_s"] for r in runs), "same_answers": same,
+                                   "runs": runs}
+        print(name, json.dumps(record["configs"][name]["runs"][-1]), flush=True)
+    text = json.dumps(record, indent=1)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()
