@@ -213,7 +213,7 @@ def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], me
     """The confirmation (module doc) on the target's continuations of ``prompt_ids``: the slots of ``inf``
     re-judged, then the accept length of ``declared``, the measured wiring (``measured_of(inf)``, from the
     re-judged slots) and ``served``."""
-    from ..accept.runtime import load_draft_model
+    from ..runtime.eagle3 import load_draft_model
     from ..accept.simulate import make_cases
     from .corpus import prepare_corpus
 

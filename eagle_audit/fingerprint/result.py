@@ -87,8 +87,7 @@ class SlotInference:
             return replace(self, unsearched=(), ambiguous=True).needs() + beside
         if not self.ambiguous:
             again = (f", and again on {self.confirm_tokens} tokens of other prompts (the confirmation)" if self.confirmed
-                     else "; not confirmed on other prompts (none were left for the confirmation: its prompts follow "
-                          "the search's in the prompts file, --confirm-prompts)")
+                     else "; not confirmed on prompts that did not choose it (the confirmation, --confirm-prompts)")
             return (f"separated on {on}"
                     + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else "") + again)
         if self.confirmed is False:
