@@ -5,7 +5,7 @@ the pick's margin is then biased upwards (the best of about 31 states a slot, ch
 log-prob is not what a user pays. Here, on the target's greedy continuations of *other* prompts (the confirmation's,
 disjoint from the search's and the second round's):
 
-1. **Each named slot again** (:func:`rejudge`): every state against the search's pick, the other slots at the
+1. **Each named slot again** (:func:`rejudge`): the search's best ``RECHECK`` states against its pick, the other slots at the
    search's best, with the same paired cluster-robust interval and equivalence rule (:func:`~.search.judge`). The
    pick is fixed before this text is read, so the interval is honest. A slot stays as named only where the
    confirmation separates the same states; a state it does not separate from the pick joins the slot (``B19 or
@@ -50,6 +50,11 @@ from .verdict import Inference
 #: about 1.5% of a 1.3 accept length (an early checkpoint's); a fix that gains less is not worth a config change
 MATERIAL_GAIN = 0.02
 LEVEL = 0.99
+#: the states a named slot is judged against again: the search's best RECHECK for that slot (its last sweep's
+#: table). Assumption, named: a state ranked below them on the search's text, where every one of them was
+#: separated from the pick or named with it, is not a contender on other text of the same kind; it saves the
+#: demo 48 of 64 draft forwards (bench/fingerprint_demo.py)
+RECHECK = 8
 
 
 def ratio_difference(num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float],
@@ -159,10 +164,12 @@ def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str
     index = {s: j for j, s in enumerate(cands)}
     best = tuple(index[s] for s in inf.best)
     scorer = Scorer(draft, corpus)
-    named = [i for i, sl in enumerate(inf.slots) if not sl.undetermined]
-    rows, top1 = slot_table(scorer, best, len(cands), slots=named)
-    trace = SearchTrace(best, (), rows, top1, 0, scorer.evaluations)
-    judged = {j.index: j for j in judge(scorer, trace, max_named=MAX_NAMED, slots=named)}
+    rows = inf.agreement.logprob  # the search's last sweep: [slot][state] mean log-prob on its own text
+    again = {i: set(sorted(range(len(cands)), key=lambda j: -rows[i][j])[:RECHECK]) | {index[c] for c in sl.candidates}
+             for i, sl in enumerate(inf.slots) if not sl.undetermined}
+    lp, top1 = slot_table(scorer, best, len(cands), states=again)
+    trace = SearchTrace(best, (), lp, top1, 0, scorer.evaluations)
+    judged = {j.index: j for j in judge(scorer, trace, max_named=MAX_NAMED)}
     out, said = [], []
     for sl in inf.slots:
         j = judged.get(sl.index)

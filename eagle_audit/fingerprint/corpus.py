@@ -32,18 +32,26 @@ def prepare_corpus(target, prompt_ids: Sequence[Sequence[int]], max_new_tokens: 
     capturing every state its source gives (reusable for several drafts of the same target). The states
     and the argmax at every position are reserved first, so a source whose continuations carry them (a
     server) answers the teacher-forced pass from its memo."""
-    from ..source import NEXT_TOKENS, CannotGive, as_source
-
     say = status or (lambda m: None)
-    source = as_source(target)
-    cands = searched_states(source)
-    source.reserve(cands, next_tokens=True)  # a source that cannot give the argmax says so here (exit 2) ...
-    if not source.spec.can(NEXT_TOKENS):  # ... or here, before anything is generated
-        raise CannotGive(source.spec, "the target's argmax at every position", "its backend cannot give it")
+    cands = reserve_states(target)
     say(f"target generates greedy continuations of {len(prompt_ids)} prompts")
     seqs = continuations(target, prompt_ids, max_new_tokens)
     say(f"one teacher-forced pass per sequence capturing {len(cands)} states")
     return capture_corpus(target, seqs, cands, progress=progress)
+
+
+def reserve_states(target) -> tuple[State, ...]:
+    """Reserve every searched state and the argmax at every position on the target's source, before anything is
+    generated (a source whose continuations carry them, a server, then answers the teacher-forced pass from its
+    memo); a source that cannot give the argmax says so here (exit 2). Returns the searched states."""
+    from ..source import NEXT_TOKENS, CannotGive, as_source
+
+    source = as_source(target)
+    cands = searched_states(source)
+    source.reserve(cands, next_tokens=True)
+    if not source.spec.can(NEXT_TOKENS):
+        raise CannotGive(source.spec, "the target's argmax at every position", "its backend cannot give it")
+    return cands
 
 
 def searched_states(source) -> tuple[State, ...]:

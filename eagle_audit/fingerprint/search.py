@@ -28,8 +28,9 @@ farther away differ by more than one layer's update, and the evidence of this fa
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Collection, Mapping, Sequence
 
 from ..states import adjacent
 from .intervals import Interval, paired_interval, tokens_to_separate
@@ -84,19 +85,23 @@ def search(scorer: Scorer, starts: Sequence[tuple[str, Wiring]], num_candidates:
     return SearchTrace(best, tuple(scored), rows, top1, sweeps, scorer.evaluations)
 
 
-def slot_table(scorer: Scorer, best: Wiring, num_candidates: int, slots: Sequence[int] | None = None
+def slot_table(scorer: Scorer, best: Wiring, num_candidates: int,
+               states: Mapping[int, Collection[int]] | None = None
                ) -> tuple[tuple[tuple[float, ...], ...], tuple[tuple[float, ...], ...]]:
-    """[slot][candidate] mean log-prob and top-1 agreement, each slot given every state, the others at ``best``;
-    ``slots``: only these (the others' rows are empty)."""
+    """[slot][candidate] mean log-prob and top-1 agreement, each slot given every state, the others at ``best``.
+    ``states``: per slot, only these states (the others' entries are -inf, which :func:`judge` skips); a slot not
+    in it gets an empty row."""
     rows, top1 = [], []
     for i in range(len(best)):
-        if slots is not None and i not in slots:
+        if states is not None and i not in states:
             rows.append(())
             top1.append(())
             continue
-        sc = [scorer.score(best[:i] + (j,) + best[i + 1:]) for j in range(num_candidates)]
-        rows.append(tuple(_objective(s) for s in sc))
-        top1.append(tuple(s.top1 for s in sc))
+        want = set(states[i]) | {best[i]} if states is not None else None
+        sc = [scorer.score(best[:i] + (j,) + best[i + 1:]) if want is None or j in want else None
+              for j in range(num_candidates)]
+        rows.append(tuple(_objective(s) if s is not None else -math.inf for s in sc))
+        top1.append(tuple(s.top1 if s is not None else -math.inf for s in sc))
     return tuple(rows), tuple(top1)
 
 
@@ -136,14 +141,14 @@ def separated(logprob: Interval, top1: Interval | None) -> bool:
     return logprob.low > 0 and not equivalent(logprob, top1)
 
 
-def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3,
-          slots: Sequence[int] | None = None) -> tuple[SlotJudgement, ...]:
+def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: int = 3) -> tuple[SlotJudgement, ...]:
     """Per slot: runner-up, paired cluster-robust margins (at ``level``, :func:`paired_interval`), and the
     states not separated from the best: those whose log-prob interval against it reaches 0, and the best's
     neighbours :func:`equivalent` to it (``SlotJudgement.equivalent``). Log-prob, the search objective, decides
     otherwise; the top-1 margin is evidence beside it (a thresholded, noisier view of the same predictions). With each slot: the tokens at which its runner-up, and its ``max_named + 1``-th
-    state, would be separated, and whether the draft uses it at all on this text. ``slots``: only these (the
-    confirmation's re-judgement of the named slots)."""
+    state, would be separated, and whether the draft uses it at all on this text. A slot whose row is empty is
+    not judged, and states scored -inf in a row are left out (:func:`slot_table` ``states``: the confirmation's
+    re-judgement of the named slots)."""
     best = trace.best
     cands = scorer.corpus.candidates
     top = scorer.score(best)
@@ -152,9 +157,9 @@ def judge(scorer: Scorer, trace: SearchTrace, level: float = 0.99, max_named: in
     m = scorer.scored if top.logprob.numel() else 0  # text positions (how sure is said in text tokens)
     out = []
     for i, row in enumerate(trace.rows):
-        if slots is not None and i not in slots:
+        if not row:
             continue
-        order = sorted(range(len(row)), key=lambda j: -row[j])
+        order = sorted((j for j in range(len(row)) if row[j] > -math.inf), key=lambda j: -row[j])
         runner = next((j for j in order if j != best[i]), None)
         if runner is None or m == 0:
             out.append(SlotJudgement(i, best[i], runner, None, None, (best[i],), False))
