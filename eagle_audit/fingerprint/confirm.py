@@ -5,7 +5,7 @@ the pick's margin is then biased upwards (the best of about 31 states a slot, ch
 log-prob is not what a user pays. Here, on the target's greedy continuations of *other* prompts (the confirmation's,
 disjoint from the search's and the second round's):
 
-1. **Each named slot again** (:func:`rejudge`): the search's best ``RECHECK`` states against its pick, the other slots at the
+1. **Each named slot again** (:func:`rejudge`): every state (``RECHECK``) against the search's pick, the other slots at the
    search's best, with the same paired cluster-robust interval and equivalence rule (:func:`~.search.judge`). The
    pick is fixed before this text is read, so the interval is honest. A slot stays as named only where the
    confirmation separates the same states; a state it does not separate from the pick joins the slot (``B19 or
@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from ..states import State
-from .intervals import Interval, t_quantile
+from .intervals import Interval, t_quantile, tokens_to_separate
 from .result import MAX_NAMED
 from .score import Corpus, Scorer
 from .search import SearchTrace, judge, slot_table
@@ -51,10 +51,10 @@ from .verdict import Inference
 MATERIAL_GAIN = 0.02
 LEVEL = 0.99
 #: the states a named slot is judged against again: the search's best RECHECK for that slot (its last sweep's
-#: table). Assumption, named: a state ranked below them on the search's text, where every one of them was
-#: separated from the pick or named with it, is not a contender on other text of the same kind; it saves the
-#: demo 48 of 64 draft forwards (bench/fingerprint_demo.py)
-RECHECK = 8
+#: table), None: every state. Every state: tried with the best 8 (16 draft forwards on the demo instead of 64,
+#: about 5 s of CPU), the demo's slot 1 came out "B3 or B4 or B2" where every state gives "undetermined": B0,
+#: ranked below the 8 best on the search's text, is not separated from B3 on the confirmation's
+RECHECK: int | None = None
 
 
 def ratio_difference(num_a: Sequence[float], den_a: Sequence[float], num_b: Sequence[float], den_b: Sequence[float],
@@ -133,12 +133,27 @@ class Confirmation:
     slots: tuple[str, ...] = ()  # per slot, what the confirmation said of the search's naming
 
     def agrees_text(self) -> str:
-        """The declared wiring's standing where the measured one did not beat it."""
+        """The declared wiring's standing where the measured one did not beat it, and what more text would decide."""
         if self.gain is None:
             return ""
         return (f"agrees within {abs(self.gain.mean):.3f} accept length: on {self.prompts} other prompts the measured "
                 f"wiring's simulated accept length is {self.gain.text()} against the declared one's, under the "
-                f"{MATERIAL_GAIN} tokens per verify with an interval above 0 a finding from the weights needs")
+                f"{MATERIAL_GAIN} tokens per verify with an interval above 0 a finding from the weights needs; "
+                + self.needs())
+
+    def needs(self) -> str:
+        """What more confirmation text would decide (as a slot's ``needs``): where the gain is material but its
+        interval reaches 0, the prompts of this kind at which it is predicted to exclude 0 (probability
+        ``intervals.POWER``, :func:`~eagle_audit.fingerprint.intervals.tokens_to_separate` on prompts as units)."""
+        g = self.gain
+        if g is None or stands(g):
+            return ""
+        if g.mean < MATERIAL_GAIN:
+            return "a gain this small is not worth a fix, whatever more text would show"
+        want = tokens_to_separate(Interval(g.mean, g.low, g.high), self.prompts, self.prompts)
+        if want is None:
+            return "more prompts of this kind are not expected to decide it (the gain is small against its spread)"
+        return f"about {want} confirmation prompts of this kind would decide it (--confirm-prompts)"
 
     def gain_text(self) -> str:
         """What the measured wiring gains over the declared one, where it stood."""
@@ -153,7 +168,7 @@ class Confirmation:
                 "wirings": {k: v.to_json() for k, v in self.wirings.items()},
                 "gain": self.gain.to_json() if self.gain else None,
                 "fix_gain": self.fix_gain.to_json() if self.fix_gain else None,
-                "stands": self.stands, "slots": list(self.slots), "seconds": self.seconds}
+                "stands": self.stands, "needs": self.needs(), "slots": list(self.slots), "seconds": self.seconds}
 
 
 def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str, ...], int]:

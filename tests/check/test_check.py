@@ -53,7 +53,11 @@ def test_every_stage_on_one_load_and_no_forward_twice(tiny_targets, make_draft, 
     teacher = spy["teacher"]
     assert len(teacher) == len(set(teacher)) == 6  # 3 prompts (captured) + 3 prompt+continuation (fingerprint)
     c = r.source["counts"]
-    assert c["forwards"] == 6 and c["generations"] == 3 and c["generation_hits"] == 3 and c["memo_hits"] >= 3
+    # the fingerprint continues its confirmation's 8 prompts (the built-in ones after the audit's 3) together with
+    # the search's, before it knows the confirmation will run; this random draft fits no wiring
+    # (REPRESENTATION_MISMATCH), so they are never captured
+    assert r.stage("fingerprint").result.confirmation is None
+    assert c["forwards"] == 6 and c["generations"] == 3 + 8 and c["generation_hits"] >= 3 and c["memo_hits"] >= 3
     prompts = {s for s in teacher if len(s) <= 24}
     assert len(prompts) == 3  # the accept-rate stage re-used the fingerprint's sequences: no forward of its own
     spy["handle"].remove()

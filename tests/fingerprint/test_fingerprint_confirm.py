@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from eagle_audit.fingerprint.confirm import MATERIAL_GAIN, Gain, WiringAccept, ratio_difference, stands
+from eagle_audit.fingerprint.confirm import MATERIAL_GAIN, Confirmation, Gain, WiringAccept, ratio_difference, stands
 
 
 def _prompts(rng: random.Random, g: int, rate_a: float, rate_b: float):
@@ -68,3 +68,14 @@ def test_a_gain_says_tokens_per_verify_and_per_position():
     g = Gain.of(a, b)
     assert abs(g.mean - 0.3) < 1e-9 and all(abs(x - y) < 1e-9 for x, y in zip(g.per_position, (0.25, 0.04, 0.01)))
     assert "tokens per verify (per position +0.250, +0.040, +0.010)" in g.text()
+
+
+def test_a_gain_that_does_not_stand_says_what_more_text_would_decide():
+    def conf(gain):
+        return Confirmation(8, 600, 3, {}, gain, None, stands(gain), 1.0)
+
+    assert "not worth a fix" in conf(Gain(0.004, 0.001, 0.007, ())).needs()
+    wide = conf(Gain(0.05, -0.01, 0.11, ())).needs()
+    assert wide.startswith("about ") and "confirmation prompts" in wide, wide
+    assert int(wide.split()[1]) > 8
+    assert conf(Gain(0.05, 0.01, 0.09, ())).needs() == "" and "needs" in conf(Gain(0.05, 0.01, 0.09, ())).to_json()
