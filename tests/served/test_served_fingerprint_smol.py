@@ -56,7 +56,6 @@ def test_a_smollm2_canary_reads_the_same_without_the_weights(sglang_pieces, sgla
     from fp_canaries import train_all
 
     from eagle_audit.fingerprint.options import FingerprintOptions
-
     from eagle_audit.fingerprint.run import run_fingerprint
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.source.server import StatesServer

@@ -144,10 +144,8 @@ def test_fingerprint_without_weights_gives_the_local_answer(fake, served_target,
     what the reference server captures); and the same verdict and wiring as the local search of every state."""
     from dataclasses import replace
 
-    from eagle_audit.fingerprint.options import FingerprintOptions
-
     from eagle_audit.fingerprint.api import fingerprint
-
+    from eagle_audit.fingerprint.options import FingerprintOptions
     from eagle_audit.fingerprint.run import run_fingerprint
     from eagle_audit.source import SourceRequest, open_source
 
