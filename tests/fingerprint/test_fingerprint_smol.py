@@ -91,6 +91,14 @@ def test_compare_finds_the_declared_wiring_wrong_and_fixes_the_engine(fp_canarie
     same = given_side(replace(claimed.wiring, states=inf.best), spec, None)
     _, findings_same, _ = compare(inf, spec, smollm2.info, same, None, served)
     assert "TRAINED_WIRING_DIFFERS" not in [f.code for f in findings_same]
+    # the confirmation's verdict (fingerprint.confirm): standing, TRAINED_WIRING_DIFFERS says what the fix gains; not
+    # standing, the declared wiring is the trained side: nothing from the weights, and SGLang feeds what is declared
+    claims, findings, fix = compare(inf, spec, smollm2.info, claimed, None, served, (True, "Confirmed: +0.5."))
+    assert findings[[f.code for f in findings].index("TRAINED_WIRING_DIFFERS")].what.endswith(" Confirmed: +0.5.")
+    assert fix is not None and fix.resolved == inf.best
+    claims, findings, fix = compare(inf, spec, smollm2.info, claimed, None, served, (False, "agrees within 0.004"))
+    assert [f for f in findings if f.severity == "error"] == [] and fix is None
+    assert claims[0].agrees is True and claims[0].note.endswith("agrees within 0.004")
 
 
 @pytest.fixture(scope="module")
