@@ -8,7 +8,7 @@ shared box wall time also measures other people's load), the 1-minute load avera
 Configurations: ``default`` (search 8 prompts, second round up to 8, confirmation 8) and ``no-confirmation``
 (``--confirm-prompts 0``: what the run cost before the confirmation, whose findings from the weights then do not stand).
 
-Run: python bench/fingerprint_demo.py [--runs 1] [--only default] [--json bench/results/fingerprint_demo_cpu.json]
+Run: python -m bench.speed.fingerprint_demo [--runs 1] [--only default] [--out bench/results/fingerprint_demo_cpu.json]
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -24,16 +23,9 @@ import sys
 import tempfile
 import time
 
+from bench._support import ROOT, record, write
+
 CONFIGS = {"default": [], "no-confirmation": ["--confirm-prompts", "0"]}
-
-
-def machine() -> dict:
-    cpu = ""
-    try:
-        cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "")
-    except OSError:
-        pass
-    return {"platform": platform.platform(), "cpu": cpu, "cpus": os.cpu_count(), "python": platform.python_version()}
 
 
 def run_once(extra: list[str], env: dict) -> dict:
@@ -69,23 +61,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--only", choices=sorted(CONFIGS), action="append")
-    ap.add_argument("--json", default=None, help="write the record here")
+    ap.add_argument("--out", default=None, help="write the record here")
     args = ap.parse_args()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    record = {"bench": "fingerprint_demo", "machine": machine(), "runs": args.runs, "configs": {}}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    configs = {}
     for name in args.only or list(CONFIGS):
         runs = [run_once(CONFIGS[name], env) for _ in range(args.runs)]
-        same = all(r["answer"] == runs[0]["answer"] for r in runs)
-        record["configs"][name] = {"args": CONFIGS[name], "wall_s": statistics.median(r["wall_s"] for r in runs),
-                                   "cpu_s": statistics.median(r["cpu_s"] for r in runs), "same_answers": same,
-                                   "runs": runs}
-        print(name, json.dumps(record["configs"][name]["runs"][-1]), flush=True)
-    text = json.dumps(record, indent=1)
-    if args.json:
-        with open(args.json, "w") as f:
-            f.write(text + "\n")
-    else:
-        print(text)
+        configs[name] = {"args": CONFIGS[name], "wall_s": statistics.median(r["wall_s"] for r in runs),
+                         "cpu_s": statistics.median(r["cpu_s"] for r in runs),
+                         "same_answers": all(r["answer"] == runs[0]["answer"] for r in runs), "runs": runs}
+        print(name, json.dumps(runs[-1]), file=sys.stderr, flush=True)
+    write(record(bench="fingerprint_demo", runs=args.runs, configs=configs), args.out)
 
 
 if __name__ == "__main__":
