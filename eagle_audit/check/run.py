@@ -199,6 +199,8 @@ def _measured_trained(fp: Stage):
     r = fp.result
     if r is None or r.inferred is None or not any(f.code == "TRAINED_WIRING_DIFFERS" for f in r.errors):
         return None
+    if r.confirmation is not None and r.confirmation.stands:  # the pick the confirmation judged, as the fix serves it
+        return r.confirmation.wirings["measured"].states
     from ..fingerprint.claims import settled
 
     return settled(r, r.declared.states, r.served.states if r.served is not None else None)  # as the fingerprint's fix

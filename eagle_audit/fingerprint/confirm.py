@@ -229,12 +229,16 @@ def accept_lengths(target, draft, cases, wirings: Mapping[str, tuple[State, ...]
     return out
 
 
-def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], measured_of: Callable,
+def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], measured: tuple[State, ...],
             served: tuple[State, ...] | None, prompt_ids: Sequence[Sequence[int]], max_new_tokens: int, steps: int,
             say: Callable[[str], None]) -> tuple[Inference, Confirmation]:
     """The confirmation (module doc) on the target's continuations of ``prompt_ids``: the slots of ``inf``
-    re-judged, then the accept length of ``declared``, the measured wiring (``measured_of(inf)``, from the
-    re-judged slots) and ``served``."""
+    re-judged (the inference returned, for what the weights name), and the accept length of ``declared``,
+    ``measured`` (the search's pick as the audit would go on with it, :func:`~.claims.settled` on the search's
+    inference: the wiring a finding from the weights and its fix are about) and ``served``. The pick is judged in
+    accept length whatever the re-judgement says of its slots: a slot the confirmation's text cannot name (a short
+    canary off its training text left every slot undetermined) may still carry a miswiring that costs accept length,
+    and the accept length on that text decides whether the finding stands."""
     from ..runtime.eagle3 import load_draft_model
     from ..accept.simulate import make_cases
     from .corpus import prepare_corpus
@@ -244,7 +248,6 @@ def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], me
     corpus = prepare_corpus(target, prompt_ids, max_new_tokens, say)
     draft = load_draft_model(spec, target, flags)
     inf, said, scored = rejudge(inf, draft, corpus)
-    measured = measured_of(inf)
     cases, _ = make_cases(target, prompt_ids, max_new_tokens, batch=8)  # from the source's memo (continued above)
     wirings = {"declared": tuple(declared), "measured": tuple(measured)}
     if served is not None and len(served) == len(declared):

@@ -107,7 +107,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     inf = infer_wiring(target, spec, corpus, starts, flags, say, ttt_steps=ttt_steps)
     inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
     inf = second_round(target, spec, corpus, starts, flags, inf, reserve, opts, say, ttt_steps)
-    confirmation, standing = None, None
+    confirmation, standing, judged = None, None, inf
     if spec.kind != "eagle3":
         notes.append(f"{spec.kind} draft: no confirmation (accept-rate simulates EAGLE-3 drafts only); the findings rest "
                      "on the search's text alone")
@@ -115,9 +115,9 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
         served_states = served.states if served is not None else None
         ids = confirm_ids
         if ids:
-            inf, confirmation = confirm(target, spec, flags, inf, declared.states,
-                                        lambda i: settled(i, declared.states, served_states), served_states, ids,
-                                        opts.max_new_tokens, opts.confirm_steps, say)
+            judged, confirmation = confirm(target, spec, flags, inf, declared.states,
+                                           settled(inf, declared.states, served_states), served_states, ids,
+                                           opts.max_new_tokens, opts.confirm_steps, say)
             if confirmation.stands is not None:
                 standing = (True, confirmation.gain_text()) if confirmation.stands else (False, confirmation.agrees_text())
         else:
@@ -127,7 +127,10 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
             if tuple(settled(inf, declared.states, served_states)) != tuple(declared.states):
                 standing = (False, "not confirmed: no other prompts were left to judge the measured wiring in simulated "
                                    "accept length, so the declared wiring stands")
+    # the findings and fix are about the search's pick (what the confirmation judged in accept length); the slots
+    # reported are the re-judged ones (what two texts name)
     claims, findings, fix = compare(inf, spec, info, declared, trainer, served, standing)
+    inf = judged
     verdict = "mismatch" if any(f.severity == "error" for f in findings) else "match"
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=len(prompt_ids) + inf.search.get("second_round", {}).get("prompts", 0),
