@@ -38,8 +38,9 @@ def run_once(extra: list[str], env: dict) -> dict:
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if proc.returncode not in (0, 1):
-            raise SystemExit(f"fingerprint exited {proc.returncode}: {proc.stderr[-2000:]}")
+        if proc.returncode not in (0, 1) or not os.path.isfile(out):
+            raise SystemExit(f"fingerprint exited {proc.returncode} (JSON written: {os.path.isfile(out)}): "
+                             f"{proc.stderr[-2000:]}")
         data = json.load(open(out))
     conf = data.get("confirmation") or {}
     return {"wall_s": round(wall, 2), "cpu_s": round((after.ru_utime - before.ru_utime)
