@@ -39,6 +39,7 @@ from typing import Callable, Mapping, Sequence
 
 import torch
 
+from ..errors import param
 from ..states import State
 from .intervals import Interval, t_quantile, tokens_to_separate
 from .result import MAX_NAMED
@@ -153,7 +154,7 @@ class Confirmation:
         want = tokens_to_separate(Interval(g.mean, g.low, g.high), self.prompts, self.prompts)
         if want is None:
             return "more prompts of this kind are not expected to decide it (the gain is small against its spread)"
-        return f"about {want} confirmation prompts of this kind would decide it (--confirm-prompts)"
+        return f"about {want} confirmation prompts of this kind would decide it ({param('confirm_prompts')})"
 
     def gain_text(self) -> str:
         """What the measured wiring gains over the declared one, where it stood."""

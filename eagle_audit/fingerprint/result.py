@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ..conventions import Wiring
+from ..errors import param
 from ..layers.result import Finding, Fix
 from ..states import State
 from .intervals import POWER, Interval
@@ -87,7 +88,7 @@ class SlotInference:
             return replace(self, unsearched=(), ambiguous=True).needs() + beside
         if not self.ambiguous:
             again = (f", and again on {self.confirm_tokens} tokens of other prompts (the confirmation)" if self.confirmed
-                     else "; not confirmed on prompts that did not choose it (the confirmation, --confirm-prompts)")
+                     else f"; not confirmed on prompts that did not choose it (the confirmation, {param('confirm_prompts')})")
             return (f"separated on {on}"
                     + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else "") + again)
         if self.confirmed is False:

@@ -160,7 +160,7 @@ def test_how_sure_names_the_training_time_test_steps_it_scored():
 
     s = replace(slot([State(15)]), steps=3, separate_tokens=120)
     assert s.needs() == ("separated on 400 scored tokens x 3 training-time-test steps (about 120 tokens would do); "
-                         "not confirmed on prompts that did not choose it (the confirmation, --confirm-prompts)")
+                         "not confirmed on prompts that did not choose it (the confirmation, `confirm_prompts`)")
     s = replace(s, confirmed=True, confirm_tokens=390)
     assert s.needs() == ("separated on 400 scored tokens x 3 training-time-test steps (about 120 tokens would do), "
                          "and again on 390 tokens of other prompts (the confirmation)")
