@@ -252,21 +252,27 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
                 prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8, max_tokens: int = 256,
                 max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto", use_installed_engine: bool = True,
                 server: str | StatesServer | None = None, ttt_steps: int | None = None,
-                more_prompts: int | None = None) -> FingerprintResult:
+                more_prompts: int | None = None, confirm_prompts: int | None = None,
+                confirm_prompt_ids: Sequence[Sequence[int]] | None = None) -> FingerprintResult:
     """``eagle-audit fingerprint``: which wiring the draft's weights were trained on (docs/fingerprint.md).
     ``target=None`` / ``draft=None``: the embedded demo. ``server``: a reference SGLang or vLLM server (URL or
     :class:`~eagle_audit.served.source.StatesServer`) giving every target state and the argmax at every position,
     for a ``target`` directory without weights; ``ttt_steps`` None: 3 on CUDA, 1 on the CPU; ``more_prompts`` None:
-    the CLI's default second-round budget."""
-    from .fingerprint.defaults import MORE_PROMPTS
+    the CLI's default second-round budget; ``confirm_prompts`` None: the CLI's default confirmation (prompts after
+    the search's that judge its pick again; with ``prompt_ids``, ``confirm_prompt_ids`` gives them)."""
+    from .fingerprint.defaults import CONFIRM_PROMPTS, MORE_PROMPTS
     from .fingerprint.api import fingerprint as run
 
     inputs = _inputs(target, draft, engine, trainer, None, None, prompts)
     _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None),
-            max_new_tokens=(max_new_tokens, 2, None), ttt_steps=(ttt_steps, 1, 8), more_prompts=(more_prompts, 0, None))
+            max_new_tokens=(max_new_tokens, 2, None), ttt_steps=(ttt_steps, 1, 8), more_prompts=(more_prompts, 0, None),
+            confirm_prompts=(confirm_prompts, 0, None))
     _texts(device=device, dtype=dtype)
     ids = None if prompt_ids is None else tuple(_ints(p, "prompt_ids") for p in prompt_ids)
+    confirm_ids = None if confirm_prompt_ids is None else tuple(_ints(p, "confirm_prompt_ids") for p in confirm_prompt_ids)
     return run(inputs["target"], inputs["draft"], engine=inputs["engine"], trainer=inputs["trainer"],
                prompts=inputs["prompts"], prompt_ids=ids, max_prompts=max_prompts, max_tokens=max_tokens,
                max_new_tokens=max_new_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
-               server=server, ttt_steps=ttt_steps, more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts)
+               server=server, ttt_steps=ttt_steps, more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts,
+               confirm_prompts=CONFIRM_PROMPTS if confirm_prompts is None else confirm_prompts,
+               confirm_prompt_ids=confirm_ids)
