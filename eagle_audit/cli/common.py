@@ -211,6 +211,8 @@ class Group(TyperGroup):
             short_metavars(command)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        PENDING.clear()  # one run's outputs: a run in the same process (tests, the Python API) starts from none
+        WRITTEN.clear()
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                               **extra)
