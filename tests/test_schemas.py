@@ -24,14 +24,14 @@ CHECK_VERDICT_KEYS = {"status", "summary", "problems", "sure", "evidence", "cost
 CHECK_STAGE_KEYS = {"name", "ran", "why", "evidence", "verdict", "seconds", "result"}
 ACCEPT_KEYS = {"schema", "verdict", "target", "draft", "wirings", "accept_length", "request_accept_length",
                "per_position", "histogram", "verify_steps", "attribution", "tolerance", "failures", "draft_flags",
-               "settings", "live", "server", "provenance"}
+               "settings", "live", "server", "arbiter", "provenance"}
 
 
 def test_schema_ids_are_stable():
     from eagle_audit.accept.run import ACCEPT_SCHEMA
     from eagle_audit.check.result import CHECK_SCHEMA
     from eagle_audit.fingerprint.result import FINGERPRINT_SCHEMA
-    from eagle_audit.report import inputs
+    from eagle_audit.report import results as inputs
     from eagle_audit.layers.result import LAYERS_SCHEMA
 
     assert {"layers": LAYERS_SCHEMA, "accept-rate": ACCEPT_SCHEMA, "fingerprint": FINGERPRINT_SCHEMA,

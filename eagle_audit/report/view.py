@@ -235,15 +235,27 @@ def _fix(raw: Any) -> FixView | None:
                    ids=raw.get("ids"), resolved=[label(s) for s in as_list(raw.get("resolved"))])
 
 
-def pretty_json(obj: Any, indent: int = 2, _level: int = 0) -> str:
-    """JSON indented by object, with lists of scalars kept on one line (ids read as ids)."""
+def pretty_json(obj: Any, indent: int = 2, _level: int = 0, width: int = 100) -> str:
+    """JSON for people: an object or list that fits in ``width`` columns on one line stays on one line (ids read
+    as ids, a nested ``eagle_config`` whole); a longer object puts its one-line items side by side, filling lines
+    of ``width``, and each longer item on lines of its own. Valid JSON, equal to ``obj`` when parsed."""
     pad, inner = " " * (indent * _level), " " * (indent * (_level + 1))
-    if isinstance(obj, Mapping) and obj:
-        items = [f"{inner}{json.dumps(str(k))}: {pretty_json(v, indent, _level + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, list) and any(isinstance(x, (Mapping, list)) for x in obj):
-        return "[\n" + ",\n".join(inner + pretty_json(x, indent, _level + 1) for x in obj) + "\n" + pad + "]"
-    return json.dumps(obj)
+    flat = json.dumps(obj)
+    if len(pad) + len(flat) <= width or not isinstance(obj, (Mapping, list)) or not obj:
+        return flat
+    if isinstance(obj, Mapping):
+        items = [f"{json.dumps(str(k))}: {pretty_json(v, indent, _level + 1, width)}" for k, v in obj.items()]
+    else:
+        items = [pretty_json(x, indent, _level + 1, width) for x in obj]
+    lines: list[str] = []
+    for n, item in enumerate(items):
+        text = item + ("," if n < len(items) - 1 else "")
+        if "\n" not in item and lines and "\n" not in lines[-1] and len(lines[-1]) + 1 + len(text) <= width:
+            lines[-1] += " " + text
+        else:
+            lines.append(inner + text)
+    brackets = "{}" if isinstance(obj, Mapping) else "[]"
+    return brackets[0] + "\n" + "\n".join(lines) + "\n" + pad + brackets[1]
 
 
 def _slot(s: Mapping, findings: list[FindingView] = ()) -> SlotView:
