@@ -30,6 +30,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench._support import ROOT, record, write
+
+CHILD = [sys.executable, "-m", "bench.speed.served_load"]
+
 H, K = 4096, 3
 MODES = ("safetensors", "read", "load_states")
 KEYS = ("first_cpu_s", "first_wall_s", "second_cpu_s", "second_wall_s")
@@ -109,8 +113,8 @@ def main() -> None:
                "states_array_mib": a.tokens * K * H * 4 / 2**20, "runs": []}
         for rep in range(a.runs + 1):  # the first round warms the page cache and is not counted
             for mode in MODES:
-                p = subprocess.run([sys.executable, __file__, "--tokens", str(a.tokens), "--child", mode, str(path)],
-                                   capture_output=True, text=True, check=True, env=os.environ)
+                p = subprocess.run(CHILD + ["--tokens", str(a.tokens), "--child", mode, str(path)],
+                                   capture_output=True, text=True, check=True, env=os.environ, cwd=ROOT)
                 if rep:
                     out["runs"].append(json.loads(p.stdout))
     runs = out["runs"]
@@ -120,9 +124,7 @@ def main() -> None:
     base = [r for r in runs if r["mode"] == "safetensors"]
     out["ratio_to_safetensors"] = {m: {k: statistics.median(r[k] / b[k] for r, b in zip(
         (r for r in runs if r["mode"] == m), base)) for k in KEYS} for m in MODES[1:]}
-    print(json.dumps({k: v for k, v in out.items() if k != "runs"}, indent=1))
-    if a.out:
-        Path(a.out).write_text(json.dumps(out, indent=1) + "\n")
+    write(record(**out), a.out)
 
 
 if __name__ == "__main__":
