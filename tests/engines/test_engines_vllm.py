@@ -171,11 +171,11 @@ def test_fingerprint_through_a_vllm_states_server(vllm_wheel, served_target, ser
         r = CliRunner().invoke(app, ["fingerprint", "-t", str(served_target_no_weights), "-d",
                                      str(make_draft(nested_ids=[1, 2, 3])), "--server", url, "--server-kind", "vllm",
                                      "--hidden-states-dir", str(tmp_path), "--max-prompts", "2", "--max-new-tokens",
-                                     "4", "--json", "-"])
+                                     "4", "--confirm-prompts", "2", "--json", "-"])
     assert r.exit_code in (0, 1), r.output
     data = json.loads(r.stdout)
     assert data["provenance"]["source"]["backend"] == "server" and "vllm server" in data["provenance"]["source"]["origin"]
-    assert fake.n == 2  # one request per prompt
+    assert fake.n == 4  # one request per prompt: 2 searched, 2 confirming (disjoint, docs/fingerprint.md)
 
 
 def _states_file(path, x, token_ids, pad_header_to=None):
