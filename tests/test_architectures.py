@@ -138,8 +138,8 @@ def test_gpt_neox_dynamic_audit_gives_the_static_finding(cli, make_draft, make_t
     draft = make_draft(target_hidden=64, nested_ids=[0, 1, 2])
     codes = {}
     for mode in ("--static", "--scan"):
-        res = cli("-t", target, "-d", draft, mode, "--builtin-rules", "--json", "-", "--max-prompts", 1,
-                  "--max-tokens", 8)
+        prompts = () if mode == "--static" else ("--max-prompts", 1, "--max-tokens", 8)  # --static runs none
+        res = cli("-t", target, "-d", draft, mode, "--builtin-rules", "--json", "-", *prompts)
         assert res.exit_code == 1, res.output
         codes[mode] = sorted(f["code"] for f in json.loads(res.stdout)["findings"])
     assert "ENGINE_UNSUPPORTED" in codes["--static"] and codes["--static"] == codes["--scan"], codes
