@@ -36,14 +36,13 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
     overruled = standing is not None and not standing[0]
 
     def claim(source: str, states, note: str) -> Claim:
-        agrees, why = inf.verdict(states)
+        if overruled and states is not None and tuple(states) == tuple(declared.states):
+            return Claim(source, states, True, "; ".join(x for x in (note, standing[1]) if x))  # the declared wiring
+        agrees, why = inf.verdict(states)  # stood in accept length, whoever claims it
         return Claim(source, states, agrees, "; ".join(x for x in (note, why) if x))
 
     declared_verdict = inf.verdict(declared.states)[0]
     claims = [claim("declared", declared.states, f"{declared.wiring.convention} ({declared.wiring.ids_source})")]
-    if overruled:
-        claims[0] = Claim("declared", declared.states, True,
-                          f"{declared.wiring.convention} ({declared.wiring.ids_source}); {standing[1]}")
     for name, conv in builtin_conventions("trainer").items():
         try:
             w = conv.resolve(spec.config, info.architecture, n)

@@ -49,6 +49,8 @@ class SlotInference:
     # states (True), or not (False: confirm_added joined the slot); None: not re-judged (no confirmation, undetermined)
     confirm_tokens: int = 0  # the tokens the confirmation scored
     confirm_added: tuple[State, ...] = ()  # states the confirmation did not separate from the best, beyond the search's
+    accept_admitted: tuple[State, ...] = ()  # the declared state, admitted because the measured wiring did not beat the
+    # declared one in simulated accept length (fingerprint.confirm.admit_declared)
 
     @property
     def admitted(self) -> tuple[State, ...]:
@@ -91,6 +93,12 @@ class SlotInference:
                      else f"; not confirmed on prompts that did not choose it (the confirmation, {param('confirm_prompts')})")
             return (f"separated on {on}"
                     + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else "") + again)
+        if self.accept_admitted:
+            d = " or ".join(s.label() for s in self.accept_admitted)
+            rest = replace(self, candidates=tuple(s for s in self.candidates if s not in self.accept_admitted),
+                           accept_admitted=(), undetermined=False)
+            return (f"the weights named {rest.text()} in log-prob, but the declared {d} is not worse in simulated accept "
+                    f"length on other prompts (the confirmation), so it is admitted; " + rest.needs())
         if self.confirmed is False:
             added = " or ".join(s.label() for s in self.confirm_added)
             return (f"the search's text named {' or '.join(s.label() for s in self.candidates if s not in self.confirm_added)}"
@@ -131,6 +139,7 @@ class SlotInference:
                 "uninformed": self.uninformed, "steps": self.steps, "unsearched": [s.label() for s in self.unsearched],
                 "equivalent": [s.label() for s in self.equivalent], "confirmed": self.confirmed,
                 "confirm_added": [s.label() for s in self.confirm_added],
+                "accept_admitted": [s.label() for s in self.accept_admitted],
                 "use_margin": [self.use_margin.mean, self.use_margin.low, self.use_margin.high] if self.use_margin else None,
                 "needs": self.needs()}
 

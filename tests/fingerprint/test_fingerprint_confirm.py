@@ -79,3 +79,31 @@ def test_a_gain_that_does_not_stand_says_what_more_text_would_decide():
     assert wide.startswith("about ") and "confirmation prompts" in wide, wide
     assert int(wide.split()[1]) > 8
     assert conf(Gain(0.05, 0.01, 0.09, ())).needs() == "" and "needs" in conf(Gain(0.05, 0.01, 0.09, ())).to_json()
+
+
+def test_the_declared_state_joins_a_slot_that_excluded_it_where_accept_length_does_not_refute_it():
+    """admit_declared: the specforge-5-12-21 case (tests/trainers): slot 1 named B23 or B22 or B21 against a
+    declared B13, the measured wiring no better in accept length: B13 is admitted, the slot (4 states) undetermined;
+    a slot that admits the declared state, or where measured and declared agree, is left as it is."""
+    from eagle_audit.fingerprint.confirm import admit_declared
+    from eagle_audit.fingerprint.result import Agreement, SlotInference
+    from eagle_audit.fingerprint.verdict import Inference
+    from eagle_audit.states import State
+
+    B = State
+    slots = (SlotInference(0, B(6), B(7), None, None, (B(6), B(7)), True),
+             SlotInference(1, B(23), B(22), None, None, (B(23), B(22), B(21)), True),
+             SlotInference(2, B(22), B(21), None, None, (B(22),), False))
+    inf = Inference((B(6), B(23), B(22)), slots, "ambiguous", 0.2, -5.0, 0.08, -6.0, 500, 1.0,
+                    Agreement((), (), ()), {}, "")
+    gain = Gain(0.0, -0.03, 0.03, (0.0, 0.0, 0.0))
+    out, said = admit_declared(inf, ("held", "held", "held"), (B(6), B(13), B(22)), (B(6), B(23), B(22)), gain)
+    assert out.slots[0] == slots[0] and out.slots[2] == slots[2] and said[0] == said[2] == "held"
+    s1 = out.slots[1]
+    assert s1.undetermined and s1.admits(B(13)) and s1.accept_admitted == (B(13),) and "B13" in said[1]
+    assert "B13 is not worse in simulated accept length" in s1.needs() and "B23 or B22 or B21" in s1.needs()
+    # a two-state slot that excluded the declared state names three, and stays named
+    two = (slots[0], SlotInference(1, B(23), B(22), None, None, (B(23), B(22)), True), slots[2])
+    out, _ = admit_declared(Inference(inf.best, two, "ambiguous", 0.2, -5.0, 0.08, -6.0, 500, 1.0,
+                                      Agreement((), (), ()), {}, ""), ("",) * 3, (B(6), B(13), B(22)), inf.best, gain)
+    assert not out.slots[1].undetermined and out.slots[1].text() == "B23 or B22 or B13"

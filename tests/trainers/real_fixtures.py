@@ -35,6 +35,7 @@ import specforge_drafts  # noqa: E402
 VERSION = 1
 TRAIN_PROMPTS, SAMPLES, MAX_NEW = 32, 2, 48
 EVAL_PROMPTS, EVAL_MAX_NEW = 8, 48
+CONFIRM_PROMPTS = 8  # the fingerprint's confirmation: the 8 prompts before the held-out ones (never trained on)
 DRAFT_VOCAB = 2048
 #: name -> (trainer, ids as given to it: None = its default)
 FIXTURES = {"specforge-default": ("specforge", None), "specforge-5-12-21": ("specforge", [5, 12, 21]),
@@ -52,6 +53,13 @@ def eval_prompts():
     from eagle_audit.prompts import load_prompts
 
     return load_prompts(str(PROMPTS))[-EVAL_PROMPTS:]
+
+
+def confirm_prompts():
+    """The confirmation's prompts (the fingerprint's other text): disjoint from the training and held-out ones."""
+    from eagle_audit.prompts import load_prompts
+
+    return load_prompts(str(PROMPTS))[-EVAL_PROMPTS - CONFIRM_PROMPTS:-EVAL_PROMPTS]
 
 
 def build(target, target_dir: str, cache: Path, names=tuple(FIXTURES), log=print) -> dict[str, Path]:

@@ -52,33 +52,49 @@ def _setup(smollm2, path):
                                                                           get_convention(info["engine"], "engine"))
 
 
+def _fingerprint(smollm2, target, path):
+    """The fingerprint as a user runs it (:func:`~eagle_audit.fingerprint.run.run_fingerprint`: the search on the
+    held-out prompts, then the confirmation on 8 others), its inputs given as token ids."""
+    from eagle_audit.fingerprint.options import FingerprintOptions
+    from eagle_audit.fingerprint.run import run_fingerprint
+    from eagle_audit.prompts import encode
+
+    tok = smollm2.tokenizer
+    ids = lambda prompts: tuple(tuple(p) for p in encode(prompts, tok))  # noqa: E731
+    opts = FingerprintOptions(target=target, draft=str(path / "draft"), engine=real_fixtures.load(path)["engine"],
+                              max_new_tokens=real_fixtures.EVAL_MAX_NEW, prompt_ids=ids(real_fixtures.eval_prompts()),
+                              confirm_prompt_ids=ids(real_fixtures.confirm_prompts()), use_installed_engine=False)
+    return run_fingerprint(opts, source=smollm2)
+
+
 # specforge-5-12-21 was a false REPRESENTATION_MISMATCH while the rule judged the log-prob pick's top-1 alone
 # ([B13, B22, B24]: 0.191 < 0.2, the true [B6, B13, B22]: 0.211, fed nothing 0.043, on 517 tokens); now any scored
-# wiring that clears both thresholds refutes "no wiring makes the draft agree"
+# wiring that clears both thresholds refutes "no wiring makes the draft agree". On the fixture as built since
+# 2026-12-01 the search alone names its slot 1 "B23 or B22 or B21" (truth B13; the best [B13, B23, B27] beats the
+# truth by 0.107 mean log-prob with top-1 no better): what stands is what the confirmation leaves (issue 27), and
+# that is what a user is told, so that is what is judged here
 @pytest.mark.parametrize("name", real_fixtures.FIXTURES)
-def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm2):
+def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm2, smollm2_path):
     from eagle_audit.runtime.eagle3 import load_draft_model
-    from eagle_audit.fingerprint.infer import MIN_GAIN, MIN_TOP1, infer_wiring
-    from eagle_audit.fingerprint.claims import compare
+    from eagle_audit.fingerprint.infer import MIN_GAIN, MIN_TOP1
     from eagle_audit.fingerprint.score import Scorer
 
     info, spec, declared, trainer, served, truth, starts = _setup(smollm2, trainer_fixtures[name])
     # the trainer's own config says what it trained on, and eagle-audit reads it so (the truth is known)
     assert declared.states == truth, (name, [s.label() for s in declared.states], info["truth"])
-    inf = infer_wiring(smollm2, spec, held_out, starts, declared.flags)
-    claims, findings, fix = compare(inf, spec, smollm2.info, declared, trainer, served)
-    codes = {f.code for f in findings}
-    for sl, t in zip(inf.slots, truth):
-        assert sl.undetermined or t in sl.candidates, (name, sl.text(), t.label())  # never a wrong named state
-    assert "TRAINED_WIRING_DIFFERS" not in codes, (name, [s.text() for s in inf.slots])
-    assert fix is None or not fix.possible, (name, fix)
-    assert next(c for c in claims if c.source == "declared").agrees is not False
+    res = _fingerprint(smollm2, smollm2_path, trainer_fixtures[name])
+    codes = {f.code for f in res.findings}
+    for sl, t in zip(res.slots, truth):
+        assert sl.admits(t), (name, sl.text(), t.label())  # never a wrong named state
+    assert "TRAINED_WIRING_DIFFERS" not in codes, (name, [s.text() for s in res.slots])
+    assert res.fix is None or not res.fix.possible, (name, res.fix)
+    assert next(c for c in res.claims if c.source == "declared").agrees is not False
     if "REPRESENTATION_MISMATCH" in codes:  # only as true as the finding's own rule, applied to the truth
         scorer = Scorer(load_draft_model(spec, smollm2, declared.flags), held_out)
         idx = {s: j for j, s in enumerate(held_out.candidates)}
         top, base = scorer.score(tuple(idx[s] for s in truth)), scorer.baseline()
         assert top.top1 < MIN_TOP1 or top.top1 - base.top1 < MIN_GAIN, (name, top.top1, base.top1)
-    errors = {f.code for f in findings if f.severity == "error"} - {"REPRESENTATION_MISMATCH"}
+    errors = {f.code for f in res.findings if f.severity == "error"} - {"REPRESENTATION_MISMATCH"}
     assert not errors, (name, errors)
 
 
