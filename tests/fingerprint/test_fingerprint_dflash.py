@@ -17,11 +17,15 @@ from dflash_canary import CANARIES, boundaries, train_dflash_canary
 
 pytestmark = pytest.mark.full
 
-#: slots the fingerprint determines, as measured (docs/fingerprint.md): the one-slot canary's slot is named with its
-#: neighbours (B20 or B21 or B22); on the three-slot one the draft does not use its shallow slot (B2's best state
-#: does not beat the same state taken from earlier positions) and 20 states carry what it takes from its middle
-#: one: both undetermined, the deep slot B27 or B26. The goal (every slot determined) is not reached there.
-DETERMINED = {"2-15-27": 1, "one-20": 1}
+#: slots the fingerprint determines, as measured (docs/fingerprint.md): on the three-slot canary the draft does not
+#: use its shallow slot (B2's best state does not beat the same state taken from earlier positions) and 20 states
+#: carry what it takes from its middle one: both undetermined, the deep slot B27 or B26. The goal (every slot
+#: determined) is not reached there. The one-slot canary's slot was named "B20 or B21 or B22" on the build first
+#: measured (runner-up interval low +0.007); on the build this code and 88a6cbf's make alike on transformers 5.24 /
+#: torch 2.13 (two builds byte-identical) its runner-up B19 sits at +0.079 [-0.0005, +0.158]: four states not
+#: separated, undetermined, best B20. A floor on a margin that thin does not hold from one environment's build to
+#: the next, so its floor is the figure every build reached: none (the truth is still never excluded, below).
+DETERMINED = {"2-15-27": 1, "one-20": 0}
 #: how far a named state may lie from the truth (measured: 2, B22 for B20; never a state of another region)
 NEAR = 2
 
