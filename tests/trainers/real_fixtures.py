@@ -1,9 +1,9 @@
 """Small CPU-trained drafts of both real trainers, cached in the test cache (issue 18, part 2).
 
-Four SmolLM2-135M-Instruct drafts, each trained by the trainer's own loop (``real_drafts.py``: speculators
+Six SmolLM2-135M-Instruct drafts, each trained by the trainer's own loop (``real_drafts.py``: speculators
 0.9.0; ``specforge_drafts.py``: SpecForge 0.2.0's data preparation, ``specforge train`` and ``specforge
 export``; each module says what runs from the wheel and what is swapped), on the trainer's default wiring and
-one explicit wiring, on the same small text: the target's own responses to the first :data:`TRAIN_PROMPTS`
+one explicit wiring (4 epochs), and one 12-epoch checkpoint of each (:data:`FIXTURES`), on the same small text: the target's own responses to the first :data:`TRAIN_PROMPTS`
 chat prompts of ``bench/data/canary_prompts.jsonl`` (SpecForge's chat template). The held-out prompts are the last
 :data:`EVAL_PROMPTS` of that file (never trained on).
 
@@ -37,9 +37,13 @@ TRAIN_PROMPTS, SAMPLES, MAX_NEW = 32, 2, 48
 EVAL_PROMPTS, EVAL_MAX_NEW = 8, 48
 CONFIRM_PROMPTS = 8  # the fingerprint's confirmation: the 8 prompts before the held-out ones (never trained on)
 DRAFT_VOCAB = 2048
-#: name -> (trainer, ids as given to it: None = its default)
+#: name -> (trainer, ids as given to it: None = its default[, what differs from its schedule below]). The
+#: 12-epoch ones are the later checkpoints issue 27 was found on (SpecForge on [B1, B3, B16] for 12 epochs: a slot
+#: named without its truth); SpecForge's ids are layer outputs (id k = B(k+1))
 FIXTURES = {"specforge-default": ("specforge", None), "specforge-5-12-21": ("specforge", [5, 12, 21]),
-            "speculators-default": ("speculators", None), "speculators-4-11-24": ("speculators", [4, 11, 24])}
+            "speculators-default": ("speculators", None), "speculators-4-11-24": ("speculators", [4, 11, 24]),
+            "specforge-0-2-15-e12": ("specforge", [0, 2, 15], {"epochs": 12}),
+            "speculators-default-e12": ("speculators", None, {"epochs": 12})}
 SPECULATORS = dict(epochs=4, lr=3e-3, total_seq_len=1024, attn="eager")
 SPECFORGE = dict(epochs=4, lr=3e-3, batch_size=2, max_length=512, attention="sdpa")
 PROMPTS = HERE.parent.parent / "bench" / "data" / "canary_prompts.jsonl"
@@ -88,14 +92,15 @@ def build(target, target_dir: str, cache: Path, names=tuple(FIXTURES), log=print
             text.write_text(json.dumps([convs, seqs]))
         log(f"trainer fixtures: {len(seqs)} responses ({time.perf_counter() - t0:.0f}s)")
         for name in todo:
-            trainer, ids = FIXTURES[name]
+            trainer, ids, *more = FIXTURES[name]
+            schedule = {**(SPECFORGE if trainer == "specforge" else SPECULATORS), **(more[0] if more else {})}
             work = base / f"{name}.tmp{os.getpid()}"
             shutil.rmtree(work, ignore_errors=True)
             t1 = time.perf_counter()
             if trainer == "specforge":
                 prep = specforge_drafts.prepare(sf, target, target_dir, convs, work, ids, draft_vocab=DRAFT_VOCAB,
                                                 max_length=SPECFORGE["max_length"], log=log)
-                rec = specforge_drafts.train(sf, target_dir, prep, work, log=log, **SPECFORGE)
+                rec = specforge_drafts.train(sf, target_dir, prep, work, log=log, **schedule)
                 truth = prep["states"]
                 shutil.copytree(rec["checkpoint"], work / "draft")
                 measured = {"eval": rec["eval"], "eval_history": rec["eval_history"], "capture_ids": prep["capture_ids"]}
@@ -106,14 +111,14 @@ def build(target, target_dir: str, cache: Path, names=tuple(FIXTURES), log=print
                 samples = real_drafts.capture(target, seqs, resolved, torch.float32)
                 rec = real_drafts.train_speculators(sp, target, target_dir, samples, ids, work / "run",
                                                     draft_vocab=DRAFT_VOCAB, dtype=torch.float32, log=log,
-                                                    **SPECULATORS)
+                                                    **schedule)
                 truth = [real_drafts.state_of_id(k).label() for k in resolved]
                 shutil.copytree(rec["checkpoint"], work / "draft")
                 shutil.rmtree(work / "run", ignore_errors=True)
                 measured = {"val": rec["val"], "layer_ids": rec["layer_ids"]}
             info = {"trainer": {"specforge": "specforge 0.2.0", "speculators": "speculators 0.9.0"}[trainer],
                     "engine": {"specforge": "sglang", "speculators": "vllm"}[trainer], "ids_given": ids,
-                    "truth": truth, "measured": measured, "train_sequences": len(seqs),
+                    "truth": truth, "measured": measured, "train_sequences": len(seqs), "schedule": schedule,
                     "seconds": round(time.perf_counter() - t1, 1), "torch": torch.__version__}
             (work / "fixture.json").write_text(json.dumps(info, indent=1, default=str))
             final = base / name
