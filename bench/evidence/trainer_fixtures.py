@@ -18,7 +18,20 @@ chat-templated continuations):
   share of group intervals that cover the margin measured on all held-out prompts (and, for comparison, the
   8-token moving-block bootstrap it replaced).
 
+Those are the search's own judgement (``infer_wiring`` + ``compare``, on the held-out prompts alone). Each is
+also judged by the fingerprint as a user runs it (``as_run``: ``run_fingerprint``, issue 27): the same held-out
+prompts (the whole set, then each group) as the search's, a second round's reserve and the confirmation after
+them in one prompts file, as ``--max-prompts``, ``--more-prompts`` and ``--confirm-prompts`` take them. Both come
+from ``bench/data/heldout_prompts.jsonl`` (written as held-out text: none equal to, or sharing half its content
+words with, a prompt of ``bench/data/canary_prompts.jsonl``; checked here to be disjoint from the training and
+held-out prompts): its first ``--more-prompts`` (8) are the second round's, the next ``--confirm-prompts`` (8)
+the confirmation's, the same for the whole set and every group. Per slot: exact / ambiguous with the truth (how
+many states) / undetermined / *wrong* (what the slot names misses the truth), the findings, the fix, and the
+simulated accept length of the declared, measured and served wirings on the confirmation's prompts (a fix whose
+measured wiring accepts less than the declared one is counted: ``fix_below_declared``).
+
     python -m bench.evidence.trainer_fixtures --target DIR --device cuda --out results.json     # GPU
+    python -m bench.evidence.trainer_fixtures --target DIR --device cuda --evaluate NAME=DRAFT --out r.json  # re-judge
     python -m bench.evidence.trainer_fixtures --target DIR --tiny --out tiny.json                # CPU smoke
 """
 
@@ -68,7 +81,60 @@ def sub_corpus(c, rows):
                   int(c.valid[rows].sum()))
 
 
-def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "vllm", ttt_steps: int | None = None) -> dict:
+def outcome_of(sl, t) -> str:
+    """A slot against its truth, as a user reads it: undetermined, *wrong* (what it names misses the truth),
+    exact (the truth alone) or ambiguous (the truth among the states named)."""
+    if sl.undetermined:
+        return "undetermined"
+    if not sl.admits(t):
+        return "wrong"
+    return "exact" if tuple(sl.admitted) == (t,) else "ambiguous"
+
+
+def judge_as_run(target, ckpt: str, truth, engine_name: str, run: dict, lines: list[str]) -> dict:
+    """The fingerprint as a user runs it (``run_fingerprint``: search on ``lines``, a second round on
+    ``run["reserve"]``, the confirmation on ``run["confirm"]``, in that order in one prompts file), against
+    ``truth``."""
+    import tempfile
+
+    from eagle_audit.fingerprint.options import FingerprintOptions
+    from eagle_audit.fingerprint.run import run_fingerprint
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        f = Path(tmp) / "prompts.jsonl"
+        f.write_text("".join(x.rstrip("\n") + "\n" for x in [*lines, *run["reserve"], *run["confirm"]]))
+        opts = FingerprintOptions(target=run["target"], draft=ckpt, engine=engine_name, prompts=str(f),
+                                  max_prompts=len(lines), more_prompts=len(run["reserve"]),
+                                  confirm_prompts=len(run["confirm"]), max_new_tokens=run["max_new"],
+                                  device=run["device"], ttt_steps=run["ttt_steps"], use_installed_engine=False)
+        res = run_fingerprint(opts, source=target)
+    slots = []
+    for sl, t in zip(res.slots, truth):
+        slots.append({"text": sl.text(), "truth": t.label(), "outcome": outcome_of(sl, t), "states": len(sl.admitted),
+                      "needs": sl.needs(), "confirmed": sl.confirmed,
+                      "confirm_added": [s.label() for s in sl.confirm_added],
+                      "accept_admitted": [s.label() for s in sl.accept_admitted]})
+    conf = res.confirmation
+    acc = {k: w.accept_length for k, w in conf.wirings.items()} if conf is not None else {}
+    fix = res.fix is not None and res.fix.possible
+    return {"slots": slots, "confidence": res.confidence, "best": [s.label() for s in res.best],
+            "top1": res.top1, "baseline_top1": res.baseline_top1, "scored_tokens": res.scored_tokens,
+            "claims": [c.to_json() for c in res.claims], "findings": [f.code for f in res.findings],
+            "errors": [f.code for f in res.errors], "fix": fix,
+            "second_round": res.search.get("second_round"),
+            "confirmation": conf.to_json() if conf is not None else None, "accept_length": acc,
+            "stands": conf.stands if conf is not None else None,
+            "fix_below_declared": bool(fix and "measured" in acc and "declared" in acc
+                                       and acc["measured"] < acc["declared"]),
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "vllm", ttt_steps: int | None = None,
+             run: dict | None = None) -> dict:
+    """The search's judgement (``infer_wiring`` + ``compare``) on the whole held-out set and on groups of ``group``
+    prompts, and, with ``run`` (the prompts as raw lines: ``search``, ``reserve``, ``confirm``; ``target``,
+    ``max_new``, ``device``, ``ttt_steps``), the fingerprint as a user runs it on the same text (``as_run``)."""
     from eagle_audit.runtime.eagle3 import load_draft_model
     from eagle_audit.conventions import get_convention
     from eagle_audit.draft.read import read_draft
@@ -94,7 +160,8 @@ def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "v
         for sl, t in zip(inf.slots, truth):
             kind = ("undetermined" if sl.undetermined else "wrong" if t not in sl.candidates else
                     "exact" if not sl.ambiguous else "ambiguous")
-            slots.append({"text": sl.text(), "truth": t.label(), "outcome": kind, "needs": sl.needs(),
+            slots.append({"text": sl.text(), "truth": t.label(), "outcome": kind, "states": len(sl.candidates),
+                          "needs": sl.needs(),
                           "separate_tokens": sl.separate_tokens, "name_tokens": sl.name_tokens, "unused": sl.unused})
         return {"slots": slots, "confidence": inf.confidence, "top1": inf.top1, "baseline_top1": inf.baseline_top1,
                 "scored_tokens": inf.scored_tokens, "declared": [s.label() for s in declared.states],
@@ -134,20 +201,60 @@ def evaluate(target, ckpt: str, truth, corpus, group: int, engine_name: str = "v
                 cover["block8"][0] += lo <= pooled <= hi
                 cover["cluster"][1] += 1
                 cover["block8"][1] += 1
-    outcome = {k: sum(sl["outcome"] == k for dd in decisions for sl in dd["slots"])
-               for k in ("exact", "ambiguous", "undetermined", "wrong")}
-    return {"whole": whole, "groups": decisions, "group_prompts": group, "outcomes": outcome,
-            "false_differs": sum("TRAINED_WIRING_DIFFERS" in dd["findings"] for dd in decisions)
-            + ("TRAINED_WIRING_DIFFERS" in whole["findings"]),
-            "any_error": sum(bool(dd["errors"]) for dd in decisions) + bool(whole["errors"]),
-            "coverage": {k: {"covered": v[0], "intervals": v[1], "share": v[0] / max(1, v[1])} for k, v in cover.items()}}
+    kinds = ("exact", "ambiguous", "undetermined", "wrong")
+    outcome = {k: sum(sl["outcome"] == k for dd in decisions for sl in dd["slots"]) for k in kinds}
+    out = {"whole": whole, "groups": decisions, "group_prompts": group, "outcomes": outcome,
+           "false_differs": sum("TRAINED_WIRING_DIFFERS" in dd["findings"] for dd in decisions)
+           + ("TRAINED_WIRING_DIFFERS" in whole["findings"]),
+           "any_error": sum(bool(dd["errors"]) for dd in decisions) + bool(whole["errors"]),
+           "coverage": {k: {"covered": v[0], "intervals": v[1], "share": v[0] / max(1, v[1])} for k, v in cover.items()}}
+    if run is not None:  # the same text judged as a user's fingerprint judges it (issue 27)
+        lines = run["search"]
+        w = judge_as_run(target, ckpt, truth, engine_name, run, lines)
+        print(f"  as run (search + second round + confirmation): {[s['text'] for s in w['slots']]}; findings "
+              f"{w['findings']}; fix {w['fix']}; accept length {w['accept_length']} ({w['seconds']} s)", flush=True)
+        gs = [judge_as_run(target, ckpt, truth, engine_name, run, [lines[i] for i in g]) for g in groups]
+        every = [w, *gs]
+        out["as_run"] = {
+            "whole": w, "groups": gs, "outcomes": {k: sum(sl["outcome"] == k for dd in gs for sl in dd["slots"])
+                                                   for k in kinds},
+            "false_differs": sum("TRAINED_WIRING_DIFFERS" in dd["findings"] for dd in every),
+            "any_finding": sum(bool(dd["findings"]) for dd in every),
+            "any_error": sum(bool(dd["errors"]) for dd in every),
+            "fixes": sum(dd["fix"] for dd in every),
+            "fix_below_declared": sum(dd["fix_below_declared"] for dd in every),
+            "prompts": {"search": len(lines), "reserve": len(run["reserve"]), "confirm": len(run["confirm"])}}
+    return out
 
 
-def run_speculators(sp, target, verifier, train_text, ids_arg, ids, truth, save, args, dtype, log) -> dict:
+def capture_shared(target, train_text, ids_of: dict, dtype, log) -> dict:
+    """One capture for several speculators wirings (``ids_of``: name -> its layer ids): the union of their states in
+    one teacher-forced pass per sequence, each wiring's ``aux`` the columns of its own ids, in its order (the same
+    values its own capture gives: the states of a sequence do not depend on which others are read)."""
+    union = list(dict.fromkeys(k for ids in ids_of.values() for k in ids))
     t1 = time.perf_counter()
-    samples = real_drafts.capture(target, train_text, ids, dtype)
-    log(f"speculators: captured {[s.label() for s in truth]} + B{target.info.num_layers} "
+    whole = real_drafts.capture(target, train_text, union, dtype)
+    log(f"speculators: captured ids {union} + B{target.info.num_layers} once for {list(ids_of)} "
         f"({time.perf_counter() - t1:.1f}s)")
+    H = whole.aux[0].shape[-1] // len(union)
+    out = {}
+    for name, ids in ids_of.items():
+        pos = [union.index(k) for k in ids]
+        if pos == list(range(pos[0], pos[0] + len(pos))):
+            aux = [a[:, pos[0] * H:(pos[-1] + 1) * H] for a in whole.aux]
+        else:
+            aux = [torch.cat([a[:, j * H:(j + 1) * H] for j in pos], -1) for a in whole.aux]
+        out[name] = real_drafts.Samples(whole.ids, aux, whole.last, whole.mask)
+    return out
+
+
+def run_speculators(sp, target, verifier, train_text, ids_arg, ids, truth, save, args, dtype, log,
+                    samples=None) -> dict:
+    t1 = time.perf_counter()
+    if samples is None:
+        samples = real_drafts.capture(target, train_text, ids, dtype)
+        log(f"speculators: captured {[s.label() for s in truth]} + B{target.info.num_layers} "
+            f"({time.perf_counter() - t1:.1f}s)")
     train = lambda attn: real_drafts.train_speculators(  # noqa: E731
         sp, target, verifier, samples, ids_arg, save, epochs=args.epochs, lr=args.lr, dtype=dtype,
         attn=attn, total_seq_len=args.total_seq_len, draft_vocab=args.draft_vocab, log=log)
@@ -184,6 +291,24 @@ def run_specforge(sf, target, verifier, convs, ids_arg, save, args, log) -> dict
     rec["attn"] = attn
     rec["trainer"] = "specforge 0.2.0"
     return rec
+
+
+def judge_child(args, name: str, ckpt: str):
+    """``--evaluate name=ckpt`` in a child process with this run's prompts and judgement options (its record next
+    to ``--out``, its log beside it)."""
+    import subprocess
+
+    out = Path(args.out).with_name(f"{Path(args.out).stem}_{name}.json")
+    cmd = [sys.executable, "-m", "bench.evidence.trainer_fixtures", "--target", args.target, "--device", args.device,
+           "--evaluate", f"{name}={ckpt}", "--out", str(out), "--train-prompts", str(args.train_prompts),
+           "--eval-prompts", str(args.eval_prompts), "--composed-prompts", str(args.composed_prompts),
+           "--eval-max-new", str(args.eval_max_new), "--group", str(args.group), "--draft-vocab", str(args.draft_vocab),
+           "--more-prompts", str(args.more_prompts), "--confirm-prompts", str(args.confirm_prompts)]
+    for opt, v in (("--ttt-steps", args.ttt_steps), ("--site", args.site), ("--sglang-wheel", args.sglang_wheel)):
+        if v is not None:
+            cmd += [opt, str(v)]
+    log(f"{name}: judging in a child process -> {out}")
+    return subprocess.Popen(cmd, stdout=open(out.with_suffix(".log"), "w"), stderr=subprocess.STDOUT), out
 
 
 def main() -> int:
@@ -226,6 +351,15 @@ def main() -> int:
     ap.add_argument("--evaluate", default=None, metavar="NAME=DIR",
                     help="no training: fingerprint an existing draft of fixture NAME (its truth from NAME) saved in DIR, "
                          "on the held-out prompts (re-judging a GPU-trained draft with changed code, on any device)")
+    ap.add_argument("--more-prompts", type=int, default=8,
+                    help="as a user runs it: the second round's reserve, the first N of bench/data/heldout_prompts.jsonl")
+    ap.add_argument("--confirm-prompts", type=int, default=8,
+                    help="as a user runs it: the confirmation's prompts, the N after the reserve in "
+                         "bench/data/heldout_prompts.jsonl (0: the search's judgement alone, as before)")
+    ap.add_argument("--fixture-epochs", default=None, metavar="NAME=E,...",
+                    help="epochs per fixture (its trainer's --epochs / --sf-epochs for that fixture alone)")
+    ap.add_argument("--judge-async", action="store_true",
+                    help="judge each trained draft in a child process (--evaluate) while the next one trains")
     ap.add_argument("--text-only", action="store_true", help="generate the training text into --text-cache and stop")
     ap.add_argument("--tiny", action="store_true", help="CPU smoke: few prompts, 1 epoch, eager attention")
     args = ap.parse_args()
@@ -274,6 +408,20 @@ def main() -> int:
         train_texts = train_texts + tuple(Prompt(messages=(("user", t),))
                                           for t in trainer_prompts.composed(args.composed_prompts, taken))
     assert not set(train_texts) & set(eval_texts), "held-out prompts overlap the training prompts"
+    run = None
+    if args.confirm_prompts > 0:  # the fingerprint as a user runs it: the same prompts as lines of one file
+        canary_lines = [x for x in _support.CANARY_PROMPTS.read_text().splitlines() if x.strip()]
+        extra_lines = [x for x in _support.HELDOUT_PROMPTS.read_text().splitlines() if x.strip()]
+        assert len(canary_lines) == len(prompts)
+        extra = load_prompts(str(_support.HELDOUT_PROMPTS))
+        assert len(extra_lines) == len(extra) >= args.more_prompts + args.confirm_prompts
+        others = extra[:args.more_prompts + args.confirm_prompts]
+        assert not set(others) & (set(train_texts) | set(eval_texts)), "a reserve/confirmation prompt is trained or held out"
+        run = {"target": args.target, "max_new": args.eval_max_new, "device": args.device, "ttt_steps": args.ttt_steps,
+               "search": canary_lines[-args.eval_prompts:], "reserve": extra_lines[:args.more_prompts],
+               "confirm": extra_lines[args.more_prompts:args.more_prompts + args.confirm_prompts]}
+    epochs_of = dict((kv.split("=")[0], int(kv.split("=")[1])) for kv in args.fixture_epochs.split(",")) \
+        if args.fixture_epochs else {}
     tok = target.tokenizer
     if args.evaluate:
         name, ckpt = args.evaluate.split("=", 1)
@@ -293,11 +441,16 @@ def main() -> int:
         t1 = time.perf_counter()
         corpus = prepare_corpus(target, encode(eval_texts, tok), args.eval_max_new)
         log(f"held-out corpus: {len(eval_texts)} prompts ({time.perf_counter() - t1:.1f}s)")
-        ev = evaluate(target, ckpt, truth, corpus, args.group, SERVED_BY[trainer], args.ttt_steps)
+        ev = evaluate(target, ckpt, truth, corpus, args.group, SERVED_BY[trainer], args.ttt_steps, run)
         w = ev["whole"]
         log(f"{name} (evaluated, {ckpt}): held-out step-0 accuracy {w['truth_top1']:.3f}; fingerprint "
             f"{[s['text'] for s in w['slots']]}; findings {w['findings']}; outcomes {ev['outcomes']}; "
             f"false differs {ev['false_differs']}; coverage {ev['coverage']}")
+        if "as_run" in ev:
+            a = ev["as_run"]
+            log(f"{name} as run: {[s['text'] for s in a['whole']['slots']]}; findings {a['whole']['findings']}; "
+                f"group outcomes {a['outcomes']}; false differs {a['false_differs']}; fixes {a['fixes']} "
+                f"({a['fix_below_declared']} below the declared accept length)")
         Path(args.out).write_text(json.dumps(_support.record(args=vars(args), truth=[s.label() for s in truth],
                                                              evaluation=ev, seconds=round(time.perf_counter() - t0, 1)),
                                              indent=1, default=str))
@@ -337,6 +490,12 @@ def main() -> int:
                                "response_tokens": sum(len(s) - n for s, n in train_text)}
     from eagle_audit.states import State
 
+    sp_names = [n for n in wirings if n.startswith("speculators")]
+    shared = {}
+    if len(sp_names) > 1:
+        shared = capture_shared(target, train_text, {n: sp.resolve_target_layer_ids(ALL_WIRINGS[n], verifier)
+                                                     for n in sp_names}, dtype, log)
+    children = {}
     for name in wirings:
         if args.deadline and time.perf_counter() - t0 > args.deadline:
             log(f"{name}: not started (past --deadline {args.deadline:.0f}s)")
@@ -344,22 +503,31 @@ def main() -> int:
             continue
         ids_arg = ALL_WIRINGS[name]
         trainer = name.split("-", 1)[0]
+        fargs = argparse.Namespace(**{**vars(args), **({"epochs": epochs_of[name], "sf_epochs": epochs_of[name]}
+                                                        if name in epochs_of else {})})
         try:
             if trainer == "specforge":
-                rec = run_specforge(sf, target, verifier, convs, ids_arg, save / name, args, log)
+                rec = run_specforge(sf, target, verifier, convs, ids_arg, save / name, fargs, log)
                 truth = tuple(State(int(x[1:])) for x in rec["states"])
             else:
                 ids = sp.resolve_target_layer_ids(ids_arg, verifier)
                 truth = tuple(real_drafts.state_of_id(k) for k in ids)
-                rec = run_speculators(sp, target, verifier, train_text, ids_arg, ids, truth, save / name, args, dtype,
-                                      log)
+                rec = run_speculators(sp, target, verifier, train_text, ids_arg, ids, truth, save / name, fargs, dtype,
+                                      log, shared.get(name))
+            rec["epochs"] = (fargs.sf_epochs or fargs.epochs) if trainer == "specforge" else fargs.epochs
             rec["truth"] = [s.label() for s in truth]
             if args.keep and trainer == "specforge":
                 import shutil
 
                 shutil.copytree(rec["checkpoint"], Path(args.keep) / name, dirs_exist_ok=True)
+            if args.judge_async:  # the next fixture trains meanwhile; the child writes its own record
+                children[name] = judge_child(args, name, rec["checkpoint"])
+                rec["evaluation"] = {"in": str(children[name][1])}
+                record["fixtures"][name] = rec
+                Path(args.out).write_text(json.dumps(record, indent=1, default=str))
+                continue
             rec["evaluation"] = evaluate(target, rec["checkpoint"], truth, corpus, args.group, SERVED_BY[trainer],
-                                         args.ttt_steps)
+                                         args.ttt_steps, run)
             w = rec["evaluation"]["whole"]
             log(f"{name}: held-out step-0 accuracy {w['truth_top1']:.3f}; fingerprint "
                 f"{[s['text'] for s in w['slots']]}; errors {w['errors']}; outcomes {rec['evaluation']['outcomes']}; "
@@ -371,6 +539,11 @@ def main() -> int:
             rec = {"error": f"{type(e).__name__}: {e}"}
         record["fixtures"][name] = rec
         Path(args.out).write_text(json.dumps(record, indent=1, default=str))
+    for name, (proc, out) in children.items():
+        rc = proc.wait()
+        got = json.loads(out.read_text()) if rc == 0 and out.is_file() else None
+        record["fixtures"][name]["evaluation"] = got["evaluation"] if got else {"error": f"judge exited {rc}", "in": str(out)}
+        log(f"{name}: judged by a child process (exit {rc}) -> {out}")
     record["seconds"] = round(time.perf_counter() - t0, 1)
     Path(args.out).write_text(json.dumps(record, indent=1, default=str))
     log(f"done in {record['seconds']}s -> {args.out}")
