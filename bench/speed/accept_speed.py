@@ -4,7 +4,9 @@ new tokens, one GPU).
 
 The floor (``bench/speed/accept_floor.py``) is a bare process doing the same model work: import transformers, load
 the target, generate the continuations batched, one teacher-forced pass with ``output_hidden_states``.
-Every figure is one fresh process, wall clock.
+Every figure is one fresh process, wall clock. With ``--reps N`` each rep runs the plain runs back to back;
+the result has the ratio of the best of each side (``ratio_ours_to_*``) and, per rep, the pair's ratio and
+their median (``pair_ratios_ours_to_*``, ``median_pair_ratio_ours_to_*``).
 
     python -m bench.speed.accept_speed --work /root/w8b --tokenizer DIR --out DIR [--profile] [--reps 2]
 
@@ -23,6 +25,7 @@ import json
 import os
 import pstats
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -146,6 +149,11 @@ def main() -> None:
     for name in [r for r in ("floor", "floor_no_cudnn") if r in res and "ours" in res]:
         best_floor = min(r["wall_s"] for r in res[name])
         res[f"ratio_ours_to_{name}"] = round(min(r["wall_s"] for r in res["ours"]) / best_floor, 3)
+        # each rep's pair (run back to back), then the median of the pair ratios: what varies between reps
+        # (page cache, clocks, the machine's neighbours) falls on both sides of a pair alike
+        pairs = [round(o["wall_s"] / f["wall_s"], 3) for f, o in zip(res[name], res["ours"])]
+        res[f"pair_ratios_ours_to_{name}"] = pairs
+        res[f"median_pair_ratio_ours_to_{name}"] = statistics.median(pairs)
     write(res, out / "accept_speed.json")
 
 
