@@ -347,7 +347,11 @@ def pytest_configure(config):
     os.environ["EAGLE_AUDIT_CACHE"] = str(wheels.cache_root())
     # one intra-op thread unless told: on a shared 2-core machine several OpenMP threads per process spin against
     # each other's load and run many times slower (a tiny canary: 15 s idle, 11 min under a load average of 8)
-    torch.set_num_threads(int(os.environ.get("EAGLE_AUDIT_TEST_THREADS", "1")))
+    threads = os.environ.get("EAGLE_AUDIT_TEST_THREADS", "1")
+    torch.set_num_threads(int(threads))
+    # the commands the tests run (in process or as children) take the same count rather than eagle_audit.threads'
+    # default, which follows the box's load: a test's figure does not move with what else runs
+    os.environ.setdefault("OMP_NUM_THREADS", threads)
     config.addinivalue_line("markers", "full: full tier only (large downloads or minutes of training); "
                                        "deselected unless --full or -m selects it (docs/testing.md)")
 

@@ -74,7 +74,8 @@ BuiltinRules = Annotated[bool, typer.Option(
     "--builtin-rules", help="Use the built-in engine rules even if the engine is installed.")]
 Threads = Annotated[Optional[int], typer.Option(
     "--threads", min=1, help="CPU threads for torch. Default: OMP_NUM_THREADS if set, else the physical cores this "
-    "process may use less the 1-minute load average, at least 1 (no oversubscription on a busy machine).")]
+    "process may use less the other work (the smaller of the 1-minute load average and the processes runnable now), "
+    "at least 1 (no oversubscription on a busy machine).")]
 ReportDir = Annotated[Optional[str], typer.Option("--report", help="Write JSON, HTML and Markdown reports into DIR (e.g. reports/).")]
 
 # the acceptance settings and CI gates accept-rate and check share

@@ -70,8 +70,37 @@ def test_threads_default_respects_omp_and_cores(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS")
     n = default_threads()
     assert 1 <= n <= min(physical_cores(), len(os.sched_getaffinity(0)))
+    import eagle_audit.threads as threads
+
     monkeypatch.setattr(os, "getloadavg", lambda: (1e6, 0.0, 0.0))
+    monkeypatch.setattr(threads, "running_now", lambda: 1000)
     assert default_threads() == 1  # a busy machine: one thread
+    # the load average still counts work that has just ended: with nothing else runnable now, every core
+    monkeypatch.setattr(threads, "running_now", lambda: 0)
+    assert default_threads() == min(physical_cores(), len(os.sched_getaffinity(0)))
+    monkeypatch.setattr(threads, "running_now", lambda: None)  # no /proc/stat: the load average alone
+    assert default_threads() == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))  # idle a minute: every core, whatever runs now
+    monkeypatch.setattr(threads, "running_now", lambda: 1000)
+    assert default_threads() == min(physical_cores(), len(os.sched_getaffinity(0)))
+
+
+def test_running_now_reads_this_machine():
+    """procs_running counts this process, so another busy process on the machine shows as 1 or more."""
+    import subprocess
+    import sys
+
+    from eagle_audit.threads import running_now
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        import time
+
+        time.sleep(0.3)
+        assert running_now() >= 1
+    finally:
+        busy.kill()
+        busy.wait()
 
 
 def test_threads_applied_to_torch_when_imported_and_env_before():

@@ -230,7 +230,9 @@ def serve(line: Sequence[str], log_dir: Path, *, env: dict[str, str] | None = No
     argv = _with_defaults(line, port)
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"vllm-{port}.log"
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
+    # vLLM picks its own CPU threads (VLLM_CPU_OMP_THREADS_BIND): the test session's OMP_NUM_THREADS is not passed
+    full_env = {k: v for k, v in os.environ.items()
+                if not k.startswith(("PYTHON", "VIRTUAL_ENV")) and k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     full_env.update(ENV)
     full_env.update(env or {})
     full_env["PATH"] = f"{py.parent}:{full_env.get('PATH', '')}"
