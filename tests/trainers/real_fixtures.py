@@ -3,8 +3,9 @@
 Six SmolLM2-135M-Instruct drafts, each trained by the trainer's own loop (``real_drafts.py``: speculators
 0.9.0; ``specforge_drafts.py``: SpecForge 0.2.0's data preparation, ``specforge train`` and ``specforge
 export``; each module says what runs from the wheel and what is swapped), on the trainer's default wiring and
-one explicit wiring (4 epochs), and one 12-epoch checkpoint of each (:data:`FIXTURES`), on the same small text: the target's own responses to the first :data:`TRAIN_PROMPTS`
-chat prompts of ``bench/data/canary_prompts.jsonl`` (SpecForge's chat template). The held-out prompts are the last
+one explicit wiring (4 epochs), and one 12-epoch checkpoint of each (:data:`FIXTURES`), on the same small text:
+the target's own responses to the first :data:`TRAIN_PROMPTS` chat prompts of ``bench/data/canary_prompts.jsonl``
+(SpecForge's chat template). The held-out prompts are the last
 :data:`EVAL_PROMPTS` of that file (never trained on).
 
 Each fixture is ``<cache>/trainer-fixtures-v<VERSION>/<name>/``: ``draft/`` (the trainer's own layout:
