@@ -209,10 +209,14 @@ def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str
                            confirm_added=tuple(s for s in union if s not in sl.candidates)))
         said.append(f"widened: the confirmation does not separate {' or '.join(s.label() for s in union[len(sl.candidates):])}"
                     f" from {sl.best.label()} on {scorer.scored} tokens")
-    slots = tuple(out)
+    return with_slots(inf, tuple(out)), tuple(said), scorer.scored
+
+
+def with_slots(inf: Inference, slots: tuple) -> Inference:
+    """``inf`` with its slots re-judged, its confidence following them (``none`` stays: nothing is trusted)."""
     confidence = inf.confidence if inf.confidence == "none" else (
         "ambiguous" if any(s.ambiguous for s in slots) else "high")
-    return replace(inf, slots=slots, confidence=confidence), tuple(said), scorer.scored
+    return replace(inf, slots=slots, confidence=confidence)
 
 
 def admit_declared(inf: Inference, said: Sequence[str], declared: Sequence[State], measured: Sequence[State],
@@ -234,9 +238,7 @@ def admit_declared(inf: Inference, said: Sequence[str], declared: Sequence[State
                            accept_admitted=(d,)))
         told[k] = (f"widened: the declared {d.label()} joins it, the measured wiring's simulated accept length being "
                    f"{gain.text()} against the declared one's, not a material gain")
-    confidence = inf.confidence if inf.confidence == "none" else (
-        "ambiguous" if any(s.ambiguous for s in out) else "high")
-    return replace(inf, slots=tuple(out), confidence=confidence), tuple(told)
+    return with_slots(inf, tuple(out)), tuple(told)
 
 
 def accept_lengths(target, draft, cases, wirings: Mapping[str, tuple[State, ...]], steps: int

@@ -63,7 +63,8 @@ class SlotInference:
         if self.uninformed:
             return f"undetermined (the draft does not use its information; best {self.best.label()})"
         if self.undetermined:
-            return f"undetermined ({len(self.candidates)} states not separated, best {self.best.label()})"
+            also = " or admitted in accept length" if self.accept_admitted else ""
+            return f"undetermined ({len(self.candidates)} states not separated{also}, best {self.best.label()})"
         return " or ".join([s.label() for s in self.candidates] + [f"{s.label()} (not searched)" for s in self.unsearched])
 
     def admits(self, state: State) -> bool:

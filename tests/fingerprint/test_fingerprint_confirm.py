@@ -102,6 +102,7 @@ def test_the_declared_state_joins_a_slot_that_excluded_it_where_accept_length_do
     s1 = out.slots[1]
     assert s1.undetermined and s1.admits(B(13)) and s1.accept_admitted == (B(13),) and "B13" in said[1]
     assert "B13 is not worse in simulated accept length" in s1.needs() and "B23 or B22 or B21" in s1.needs()
+    assert s1.text() == "undetermined (4 states not separated or admitted in accept length, best B23)"
     # a two-state slot that excluded the declared state names three, and stays named
     two = (slots[0], SlotInference(1, B(23), B(22), None, None, (B(23), B(22)), True), slots[2])
     out, _ = admit_declared(Inference(inf.best, two, "ambiguous", 0.2, -5.0, 0.08, -6.0, 500, 1.0,
