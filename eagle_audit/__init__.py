@@ -4,9 +4,11 @@ The Python API (docs/python-api.md), imported on first use so that ``import eagl
 
     from eagle_audit import State, accept_rate, audit_layers, capture, check, fingerprint, load_target
 
-``eagle_audit.capture``, ``eagle_audit.check`` and ``eagle_audit.fingerprint`` are the API functions,
-although modules of those names exist (the capture hooks, the fingerprint command): import from the modules explicitly
-(``from eagle_audit.capture import capture_states``), which keeps working.
+``eagle_audit.capture``, ``eagle_audit.check`` and ``eagle_audit.fingerprint`` are both: the module of that name
+(the capture hooks, the check command, the fingerprint command), and callable as the API function. The module's
+class is :class:`ApiModule`, whose call is the function of :mod:`eagle_audit.api`, so that
+``import eagle_audit.check.run as m``, ``from eagle_audit.capture import capture_states`` and
+``eagle_audit.check(target, draft)`` all work, in any order of import.
 """
 
 import sys as _sys
@@ -14,13 +16,12 @@ import types as _types
 
 __version__ = "0.1.0"
 
-_API = {"audit_layers": ".api", "accept_rate": ".api", "capture": ".api", "check": ".api", "load_target": ".api",
-        "fingerprint": ".api",
+_API = {"audit_layers": ".api", "accept_rate": ".api", "load_target": ".api",
         "State": ".states", "AuditError": ".errors"}
-#: API names that are also submodule names: importing the submodule must not replace the function here.
-_SHADOWED = {"capture", "check", "fingerprint"}
+#: API functions that are also module names: the module is callable as the function (:class:`ApiModule`).
+_CALLABLE = ("capture", "check", "fingerprint")
 
-__all__ = ["__version__", *_API]
+__all__ = ["__version__", *_API, *_CALLABLE]
 
 
 def __getattr__(name: str):
@@ -29,21 +30,37 @@ def __getattr__(name: str):
 
     if name in _API:
         value = getattr(importlib.import_module(_API[name], __name__), name)
+    elif name in _CALLABLE:
+        value = importlib.import_module(f".{name}", __name__)
     else:
         raise AttributeError(f"module 'eagle_audit' has no attribute {name!r}")
     globals()[name] = value
     return value
 
 
-class _Package(_types.ModuleType):
-    """The package module: Python's import system sets ``eagle_audit.<sub>`` to a submodule once it is
-    imported; for the names in _SHADOWED that would replace the API function, so it is skipped (the
-    submodule stays in sys.modules, where ``from eagle_audit.capture import ...`` finds it)."""
+class ApiModule(_types.ModuleType):
+    """A module that is also an API function: calling it calls :mod:`eagle_audit.api`'s function of the module's
+    last name (its signature and help are the function's, as :func:`inspect.signature` and ``help()`` read them)."""
 
-    def __setattr__(self, name, value):
-        if name in _SHADOWED and isinstance(value, _types.ModuleType):
-            return
-        super().__setattr__(name, value)
+    def _function(self):
+        from . import api
+
+        return getattr(api, self.__name__.rpartition(".")[2])
+
+    def __call__(self, *args, **kwargs):
+        return self._function()(*args, **kwargs)
+
+    @property
+    def __signature__(self):
+        import inspect
+
+        return inspect.signature(self._function())
+
+    @property
+    def __wrapped__(self):
+        return self._function()
 
 
-_sys.modules[__name__].__class__ = _Package
+def api_module(name: str) -> None:
+    """Make the module ``name`` (one of :data:`_CALLABLE`) an :class:`ApiModule`: called from its own body."""
+    _sys.modules[name].__class__ = ApiModule

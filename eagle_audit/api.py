@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .check.result import CheckResult
     from .fingerprint.result import FingerprintResult
     from .layers.result import LayersResult
-    from .source.server import StatesServer
+    from .engines.options import Server
     from .target import LoadedTarget
 
 PathLike = str | os.PathLike
@@ -107,11 +107,13 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
                  trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
                  max_tokens: int = 256, device: str = "cpu", dtype: str = "auto", device_map: str | None = None,
                  static: bool = False, scan: bool = True, use_installed_engine: bool = True,
-                 server: str | StatesServer | None = None, progress: Progress | None = None) -> LayersResult:
+                 states_server: str | Server | None = None, progress: Progress | None = None,
+                 server: str | Server | None = None) -> LayersResult:
     """``eagle-audit layers``: the trained and the served wiring slot by slot, findings and the fix.
 
-    ``server``: a running SGLang / vLLM server handing out states (a URL, or a
-    :class:`eagle_audit.source.server.StatesServer` with its kind, key, deadlines and vLLM folder): with the
+    ``states_server``: a running SGLang / vLLM server handing out states (a URL, or a
+    :class:`eagle_audit.engines.options.Server` with its kind, key, deadlines and vLLM folder; ``server``: its
+    earlier, deprecated name): with the
     target's weights local each served state is compared with the local capture; with a target directory of
     config and tokenizer only, every state comes from the server.
 
@@ -125,16 +127,35 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
     opts = LayersOptions(**_inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts),
                          max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
                          device_map=device_map, static=static, scan=scan, use_installed_engine=use_installed_engine,
-                         states_server=_server(server))
+                         states_server=_server(_renamed(server, states_server, "server", "states_server")))
     return run_layers(opts, progress=progress)
 
 
-def _server(server):
-    if server is None or not isinstance(server, str):
-        return server
-    from .source.server import StatesServer
+def _server(server, name: str = "states_server", **reach):
+    """A :class:`~eagle_audit.engines.options.Server` from ``server`` (a URL or a Server; None: none), ``reach``
+    (the earlier flat ``server_kind`` / ``server_api_key``, deprecated) applied to a URL."""
+    from .engines.options import Server
 
-    return StatesServer(server)
+    if server is None:
+        return None
+    if isinstance(server, Server):
+        return server
+    if not isinstance(server, str):
+        raise BadArgument(f"{param(name)}: expected a URL or an eagle_audit.engines.options.Server, got {shown(server)}")
+    return Server(server, **{k: v for k, v in reach.items() if v is not None})
+
+
+def _renamed(old_value, new_value, old: str, new: str):
+    """``new_value``, or ``old_value`` under its earlier keyword ``old`` (one release, with a DeprecationWarning)."""
+    if old_value is None:
+        return new_value
+    import warnings
+
+    if new_value is not None:
+        raise BadArgument(f"{param(old)} and {param(new)} name the same server: give {param(new)} only")
+    warnings.warn(f"{old}= is deprecated here: use {new}= (server= names the server under test in accept_rate only)",
+                  DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
@@ -142,29 +163,30 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
                 trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None,
                 prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8, max_tokens: int = 256,
                 num_steps: int = 3, topk: int = 1, num_draft_tokens: int | None = None, max_new_tokens: int = 64,
-                tolerance: float = 0.1, live: bool = False, server: str | None = None, server_kind: str = "auto",
-                server_api_key: str | None = None, gen_batch: int = 16, device: str = "cpu", dtype: str = "auto",
+                tolerance: float = 0.1, live: bool = False, server: str | Server | None = None,
+                server_kind: str | None = None, server_api_key: str | None = None, gen_batch: int = 16, device: str = "cpu", dtype: str = "auto",
                 device_map: str | None = None, use_installed_engine: bool = True,
-                states_server: str | StatesServer | None = None, progress: Progress | None = None) -> AcceptResult:
+                states_server: str | Server | None = None, progress: Progress | None = None) -> AcceptResult:
     """``eagle-audit accept-rate``: simulated accept length under the trained and the served wiring, and
     with each mis-wired slot corrected alone (docs/accept-rate.md). ``prompt_ids`` gives token ids directly
     instead of ``prompts`` (for targets without a tokenizer). ``states_server``: a reference server (a URL or
-    a :class:`~eagle_audit.source.server.StatesServer`) giving every target state and the greedy
-    continuation, for a ``target`` directory without weights; ``server`` instead reads the accept length of
-    a server that serves the draft."""
+    a :class:`~eagle_audit.engines.options.Server`) giving every target state and the greedy
+    continuation, for a ``target`` directory without weights; ``server`` (a URL or a Server) instead reads the
+    accept length of a server that serves the draft (``server_kind`` / ``server_api_key`` apply to a URL: the
+    earlier flat form, kept; a Server carries them)."""
     from .accept.run import AcceptOptions, run_accept
 
     _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None), gen_batch=(gen_batch, 1, None))
     _texts(device=device, dtype=dtype, device_map=device_map, server_kind=server_kind)
     inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
+    under_test = _server(server, "server", kind=server_kind, api_key=server_api_key)
     ids = None
     if prompt_ids is not None:
         ids = tuple(_ints(p, "prompt_ids") for p in prompt_ids)
     opts = AcceptOptions(**inputs, prompt_ids=ids,
                          max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps, topk=topk,
                          num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens, tolerance=tolerance,
-                         live=live, server=server, server_kind=server_kind, server_api_key=server_api_key,
-                         gen_batch=gen_batch, device=device, dtype=dtype, device_map=device_map,
+                         live=live, server=under_test, gen_batch=gen_batch, device=device, dtype=dtype, device_map=device_map,
                          use_installed_engine=use_installed_engine, states_server=_server(states_server))
     return run_accept(opts, progress=progress)
 
@@ -176,14 +198,17 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
           num_draft_tokens: int | None = None, max_new_tokens: int = 64, tolerance: float = 0.1, gen_batch: int = 16,
           fail_under: float | None = None, fail_under_positions: Sequence[float] = (), device: str = "cpu",
           dtype: str = "auto", device_map: str | None = None, use_installed_engine: bool = True,
-          server: str | None = None, server_kind: str = "auto", server_api_key: str | None = None,
-          hidden_states_dir: PathLike | None = None, progress: Progress | None = None) -> CheckResult:
+          states_server: str | Server | None = None, server_kind: str | None = None,
+          server_api_key: str | None = None, hidden_states_dir: PathLike | None = None,
+          progress: Progress | None = None, server: str | Server | None = None) -> CheckResult:
     """``eagle-audit check``: the static audit, then (weights present) the captured comparison, the
     fingerprint where the trained wiring is assumed (always with ``fingerprint``) and the accept-rate cost,
     on one loaded target (docs/check.md). ``result.verdict`` says what is wrong, which stage showed it, what
-    it costs and the fix; ``result.verdict.gate`` lists the ``fail_under`` thresholds not met. ``server``: a
-    capture-only server launched with the serving line for this draft (the served stage; vLLM also needs
-    ``hidden_states_dir``)."""
+    it costs and the fix; ``result.verdict.gate`` lists the ``fail_under`` thresholds not met.
+    ``states_server``: a capture-only server launched with the serving line for this draft (a URL or a
+    :class:`~eagle_audit.engines.options.Server`; the served stage; vLLM also needs ``hidden_states_dir``; with no
+    weights here, or the Server's ``use="server"``, every state comes from it). ``server``: its earlier,
+    deprecated name."""
     from .check.run import CheckOptions, run_check
 
     _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None), gen_batch=(gen_batch, 1, None))
@@ -196,9 +221,10 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
                         topk=topk, num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens,
                         tolerance=tolerance, gen_batch=gen_batch, fail_under=fail_under,
                         fail_under_positions=tuple(fail_under_positions), device=device, dtype=dtype,
-                        device_map=device_map, use_installed_engine=use_installed_engine, server=server,
-                        server_kind=server_kind, server_api_key=server_api_key,
-                        hidden_states_dir=_optional_path(hidden_states_dir, "hidden_states_dir"))
+                        device_map=device_map, use_installed_engine=use_installed_engine,
+                        states_server=_server(_renamed(server, states_server, "server", "states_server"),
+                                              kind=server_kind, api_key=server_api_key,
+                                              hidden_states_dir=_optional_path(hidden_states_dir, "hidden_states_dir")))
     return run_check(opts, progress=progress)
 
 
@@ -251,12 +277,14 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
                 trainer: PathLike | None = None, prompts: PathLike | None = None,
                 prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8, max_tokens: int = 256,
                 max_new_tokens: int = 64, device: str = "cpu", dtype: str = "auto", use_installed_engine: bool = True,
-                server: str | StatesServer | None = None, ttt_steps: int | None = None,
+                states_server: str | Server | None = None, ttt_steps: int | None = None,
                 more_prompts: int | None = None, confirm_prompts: int | None = None,
-                confirm_prompt_ids: Sequence[Sequence[int]] | None = None) -> FingerprintResult:
+                confirm_prompt_ids: Sequence[Sequence[int]] | None = None,
+                server: str | Server | None = None) -> FingerprintResult:
     """``eagle-audit fingerprint``: which wiring the draft's weights were trained on (docs/fingerprint.md).
-    ``target=None`` / ``draft=None``: the embedded demo. ``server``: a reference SGLang or vLLM server (URL or
-    :class:`~eagle_audit.served.source.StatesServer`) giving every target state and the argmax at every position,
+    ``target=None`` / ``draft=None``: the embedded demo. ``states_server``: a reference SGLang or vLLM server (URL or
+    :class:`~eagle_audit.engines.options.Server`; ``server``: its earlier, deprecated name) giving every target
+    state and the argmax at every position,
     for a ``target`` directory without weights; ``ttt_steps`` None: 3 on CUDA, 1 on the CPU; ``more_prompts`` None:
     the CLI's default second-round budget; ``confirm_prompts`` None: the CLI's default confirmation (prompts after
     the search's that judge its pick again; with ``prompt_ids``, ``confirm_prompt_ids`` gives them)."""
@@ -273,6 +301,6 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
     return run(inputs["target"], inputs["draft"], engine=inputs["engine"], trainer=inputs["trainer"],
                prompts=inputs["prompts"], prompt_ids=ids, max_prompts=max_prompts, max_tokens=max_tokens,
                max_new_tokens=max_new_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
-               server=server, ttt_steps=ttt_steps, more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts,
+               server=_server(_renamed(server, states_server, "server", "states_server")), ttt_steps=ttt_steps, more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts,
                confirm_prompts=CONFIRM_PROMPTS if confirm_prompts is None else confirm_prompts,
                confirm_prompt_ids=confirm_ids)

@@ -119,3 +119,8 @@ def capture_states(target: LoadedTarget, input_ids: torch.Tensor, states: Iterab
 def hooks_left(model) -> int:
     """Forward hooks and pre-hooks still registered anywhere on ``model`` (for tests)."""
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+
+
+from . import api_module as _api_module  # noqa: E402
+
+_api_module(__name__)  # callable as eagle_audit.api.capture

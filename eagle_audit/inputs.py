@@ -43,7 +43,7 @@ class AuditInputs:
     dtype: str = "auto"
     use_installed_engine: bool = True
     command: str | None = None  # the CLI line that reproduces this run (None: library call)
-    states_server: Any = None  # eagle_audit.source.server.StatesServer: a server that hands out the target's states
+    states_server: Any = None  # eagle_audit.engines.options.Server: a server that hands out the target's states
 
 
 @dataclass(frozen=True)
@@ -70,18 +70,20 @@ def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convent
 
     draft = read_draft(os.fspath(opts.draft), config_only=bool(getattr(opts, "static", False)))
     engine = engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
-    return draft, (convention_for(engine, draft.kind, notes) if draft.kind != "eagle3" else engine)
+    return draft, convention_for(engine, draft.kind, notes)  # the engine itself where it has rules for the kind
 
 
 def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | None = None,
             status: Callable[[str], None] | None = None, notes: list[str] | None = None,
-            inputs: tuple[DraftSpec, Convention] | None = None, source=None) -> Prepared:
+            inputs: tuple[DraftSpec, Convention] | None = None, source=None, request=None,
+            served_optional: bool = False) -> Prepared:
     """Read the draft and the engine's rules (or take ``inputs`` from :func:`read_inputs`), load the target
     (or only its config without ``load_weights``), check that the draft fits it, and resolve the trained and
     the served wiring. ``source``: a state source already open (``check`` hands each stage the one it opened:
-    one load, the memo shared); else one is opened here."""
+    one load, the memo shared); else ``request`` (the command's :func:`eagle_audit.source.states_from`) is opened,
+    or the request the options make. ``served_optional``: :func:`eagle_audit.resolution.resolve_audit`'s."""
     from .resolution import resolve_audit
-    from .source import open_source, source_request
+    from .source import open_source, states_from
     from .target import target_info
 
     notes = [] if notes is None else notes
@@ -93,7 +95,7 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
         else:
             if status:
                 status(f"loading target {opts.target}")
-            target = open_source(source_request(opts, device_map), status)
+            target = open_source(request or states_from(opts, device_map=device_map), status)
         info = target.info
     else:
         info = target_info(os.fspath(opts.target))
@@ -110,13 +112,13 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
             raise AuditError(f"trainer {MEASURED} measures the trained wiring on the weights: it needs the target's "
                              "weights loaded (not a static audit)")
         from .fingerprint.measured import resolve_measured
-        from .prompts import encode, load_prompts
+        from .prompts import load_prompts, token_ids
 
         given = getattr(opts, "prompt_ids", None)
-        ids = ([list(x) for x in given] if given is not None
-               else encode(load_prompts(opts.prompts, opts.max_prompts), target.tokenizer, opts.max_tokens))
+        ids = token_ids(given, None if given is not None else load_prompts(opts.prompts, opts.max_prompts),
+                        target.tokenizer, opts.max_tokens)
         res, trainer = resolve_measured(target, draft, engine, notes, ids, status=status), None
     else:
         res, trainer = resolve_audit(draft, info, engine, notes, opts.trainer, opts.trained_boundaries,
-                                     opts.trained_ids)
+                                     opts.trained_ids, served_optional=served_optional)
     return Prepared(draft, engine, target, info, res, trainer, aux, notes)

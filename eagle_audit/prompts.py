@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-from .errors import BadPrompts, InputNotFound, shown
+from .errors import AuditError, BadPrompts, InputNotFound, shown
 from .jsonfile import loads_bounded
 
 
@@ -128,3 +128,13 @@ def encode(prompts, tokenizer, max_tokens: int | None = None) -> list[list[int]]
                              f"{len(tokenizer)} entries): the tokenizer is missing or empty, or the prompt is blank")
         out.append(list(ids[:max_tokens] if max_tokens else ids))
     return out
+
+
+def token_ids(given, prompts, tokenizer, max_tokens: int | None = None, what: str = "prompts") -> list[list[int]]:
+    """The token ids an analysis runs on: ``given`` (token-id lists, the Python API's ``prompt_ids``) as they are,
+    else ``prompts`` encoded (:func:`encode`). The one check every command makes of them: at least one prompt,
+    and every prompt at least 2 tokens (a first prediction needs a token before it)."""
+    ids = [list(p) for p in given] if given is not None else encode(prompts, tokenizer, max_tokens)
+    if not ids or any(len(p) < 2 for p in ids):
+        raise AuditError(f"{what}: every prompt needs at least 2 tokens")
+    return ids

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from . import expr
 from .conventions import DRAFT_FLAGS, CaptureRule, Convention, EngineFailure, Wiring, get_convention, read_ids, uses_aux
 from .draft.read import DraftSpec
-from .errors import param
+from .errors import AuditError, param
 from .states import TRAINED_BOUNDARIES, State, as_states, parse_states
 from .target import TargetInfo
 
@@ -224,7 +224,7 @@ class Resolution:
     """The trained and the served side of one audit, resolved once."""
 
     trained: SideWiring
-    served: SideWiring
+    served: SideWiring | None  # None: the engine refuses the draft (resolve_audit's served_optional)
     architecture: str
     num_layers: int
 
@@ -258,14 +258,12 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         return given_side(wiring, draft, None), None
     assumed = trainer is None
     if assumed:
-        if draft.kind != "eagle3":
-            from .draft.block import TRAINER_BY_KIND
-
-            trainer = TRAINER_BY_KIND.get((draft.layout, draft.kind)) or TRAINER_BY_LAYOUT[draft.layout]
+        if draft.draft_kind.trainer_by_layout:
+            trainer = draft.draft_kind.trainer_by_layout.get(draft.layout) or TRAINER_BY_LAYOUT[draft.layout]
             notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout ({draft.kind} draft)")
         else:
             trainer = assumed_trainer(draft, info, trained_ids, notes)
-    if draft.kind != "eagle3":
+    if draft.draft_kind.block:  # a block kind's trainer rules live in that pipeline's convention for the kind
         from .draft.block import convention_for
 
         conv = convention_for(trainer_convention(trainer, notes), draft.kind, notes)
@@ -350,11 +348,19 @@ def trainer_convention(name: str, notes: list[str]) -> Convention:
 
 
 def resolve_audit(draft: DraftSpec, info: TargetInfo, engine: Convention, notes: list[str], trainer: str | None = None,
-                  trained_boundaries: str | Sequence[State | int] | None = None, trained_ids: tuple[int, ...] | None = None
-                  ) -> tuple[Resolution, Convention | None]:
-    """Both sides of an audit; also the trainer convention (for provenance), None where none was used."""
-    served = side_of(engine, draft.config, info.architecture, info.num_layers)  # the engine's refusal is said first
-    if served.convention is not None and served.convention.draft_class_how:
+                  trained_boundaries: str | Sequence[State | int] | None = None, trained_ids: tuple[int, ...] | None = None,
+                  served_optional: bool = False) -> tuple[Resolution, Convention | None]:
+    """Both sides of an audit; also the trainer convention (for provenance), None where none was used.
+    ``served_optional``: an engine that refuses the draft leaves the served side None, said in ``notes`` (the
+    fingerprint reads the trained wiring whatever the engine does); else its refusal is raised, first."""
+    try:
+        served = side_of(engine, draft.config, info.architecture, info.num_layers)
+    except AuditError as e:
+        if not served_optional:
+            raise
+        served = None
+        notes.append(f"engine: {e.message}")
+    if served is not None and served.convention is not None and served.convention.draft_class_how:
         notes.append(f"draft class: {served.convention.draft_class_how}")
     trained, conv = resolve_trained(draft, info, notes, trainer, trained_boundaries, trained_ids)
     return Resolution(trained, served, info.architecture, info.num_layers), conv

@@ -1,7 +1,7 @@
 """Terminal output designed for 80 columns first: a table is printed as a table only where its natural width
 fits the console; else its rows become a list (one heading line per row, then its fields), so no cell is
 squeezed into one word per line and no header is split mid-word. Every command's tables go through
-:func:`print_table` (issue 28; checked at 80 and 200 columns in tests/test_terminal.py)."""
+:func:`print_table` (checked at 80 and 200 columns in tests/test_terminal.py)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,7 @@ that competes for them, at least 1. That work is the smaller of the 1-minute loa
 down) and the other processes runnable now (:func:`running_now`: ``/proc/stat``'s ``procs_running``,
 the most of a few samples over about 40 ms, less this process): the load average alone still counts,
 for about a minute, a command that has just ended, so a run right after another on an idle 2-core box
-took one thread while a core stood free (issue 29: ``accept-rate`` 1.21x the wall time of a floor on
-torch's default 2 threads, at 0.74x its CPU); the runnable count alone is an instant and can miss work
+took one thread while a core stood free (docs/performance.md has the measurement); the runnable count alone is an instant and can miss work
 that is about to run again. Assumptions: a Linux ``/proc/cpuinfo`` and ``/proc/stat`` (elsewhere the
 logical CPU count and the load average alone are used) and that runnable work competes for those
 cores (OpenMP threads that wait for a busy core spin, which makes every step slower than one thread

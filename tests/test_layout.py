@@ -11,9 +11,9 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "eagle_audit"
 #: docs/layout.md's order, from the ground up: a module imports only from its own floor or below ...
-FLOORS = (("errors", "cache", "threads", "terminal"), ("states", "expr", "jsonfile", "target", "outputs", "demo"),
+FLOORS = (("errors", "cache", "threads", "terminal"), ("states", "expr", "kinds", "jsonfile", "target", "outputs", "demo"),
           ("conventions", "capture", "prompts"), ("source", "draft", "probe", "engines"), ("resolution", "provenance"),
-          ("runtime",), ("inputs",), ("accept", "layers"), ("fingerprint", "served", "report"), ("check",),
+          ("runtime",), ("simulate",), ("inputs",), ("accept", "layers"), ("fingerprint", "served", "report"), ("check",),
           ("api", "cli"))
 #: ... except these, each inside one function (docs/layout.md says why)
 UPWARD = {("eagle_audit.inputs", "eagle_audit.fingerprint.measured"), ("eagle_audit.layers.run", "eagle_audit.served.run")}

@@ -35,7 +35,7 @@ import torch
 from bench._support import CANARY_PROMPTS, record, write
 from eagle_audit.accept.canary import CanaryOptions, make_data, train_canary
 from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
-from eagle_audit.accept.simulate import capture_cases, make_cases, simulate
+from eagle_audit.simulate.accept import capture_cases, make_cases, simulate
 from eagle_audit.draft.read import read_draft
 from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.states import State

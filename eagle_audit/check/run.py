@@ -43,13 +43,8 @@ class CheckOptions(AuditInputs):
     device_map: str | None = None
     fail_under: float | None = None
     fail_under_positions: tuple[float, ...] = ()
-    # the served stage: a capture-only server launched with the serving line for this draft
-    server: str | None = None
-    server_kind: str = "auto"
-    server_api_key: str | None = None
-    server_timeout: float = 300.0
-    server_deadline: float = 3600.0
-    hidden_states_dir: str | None = None  # vLLM: the server's shared_storage_path, as this machine sees it
+    # the served stage's server is AuditInputs.states_server: a capture-only server launched with the serving line for
+    # this draft; where the states come from (its `use`, --states-from) is decided by source.states_from, as everywhere
 
 
 def no_weights(target: str) -> str | None:
@@ -64,11 +59,6 @@ def no_weights(target: str) -> str | None:
 
 def _base(opts: CheckOptions) -> dict:
     return {f.name: getattr(opts, f.name) for f in fields(AuditInputs)}
-
-
-def _own(opts: CheckOptions) -> dict:
-    names = {f.name for f in fields(AuditInputs)}
-    return {f.name: getattr(opts, f.name) for f in fields(CheckOptions) if f.name not in names}
 
 
 def _timed(name: str, run: Callable[[], object]) -> Stage:
@@ -92,12 +82,13 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
     gate = Gate(opts.fail_under, tuple(opts.fail_under_positions))
     gate.fits(opts.num_steps)
     base = _base(opts)
-    from .served import states_server
+    from ..source import states_from
 
-    server = states_server(opts)
-    from_server = server is not None and not opts.static and no_weights(os.fspath(opts.target)) is not None
-    if from_server:  # the server as the target: every state from it (eagle_audit.source.server)
-        base["states_server"] = server
+    # where the states come from, decided once (source.states_from, --states-from): from the server, every state
+    # (the server as the target); else the local weights, and the served stage compares the server's with them
+    request = None if opts.static else states_from(opts, device_map=opts.device_map)
+    from_server = request is not None and request.server is not None
+    base["states_server"] = opts.states_server if from_server else None  # else the served stage alone asks it
     weights = not opts.static and (from_server or no_weights(os.fspath(opts.target)) is None)
     if weights:  # bad settings or a bad prompts file fail before anything loads
         from ..accept.run import make_settings
@@ -118,11 +109,11 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
            else (None if from_server else no_weights(os.fspath(opts.target))))
     source = None
     if why is None:
-        from ..source import open_source, source_request
+        from ..source import open_source
 
         say(f"loading target {opts.target}")
         try:
-            source = open_source(source_request(CheckOptions(**{**base, **_own(opts)}), opts.device_map), say)
+            source = open_source(request, say)
         except AuditError as e:
             why = f"the target cannot be loaded: {e.message}"
     if source is None:
@@ -156,8 +147,8 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
 
 
 def _served_stage(opts, source, captured: Stage, say) -> Stage:
-    if opts.server is None:
-        return _skip("served", f"no {param('server')} given (a capture-only server: docs/server.md)")
+    if opts.states_server is None:
+        return _skip("served", f"no {param('states_server')} given (a capture-only server: docs/server.md)")
     if source.spec.backend == "server":
         return _skip("served", f"every state came from the server ({source.spec.origin}): no local capture to "
                      "compare it with")
@@ -211,7 +202,7 @@ OWN_FINDINGS = ("TRAINED_WIRING_DIFFERS", "REPRESENTATION_MISMATCH")
 
 
 def fingerprint_shows(r, f) -> bool:
-    """Whether the fingerprint's result ``r`` is evidence for its finding ``f`` (issue 27, item 4: a fingerprint
+    """Whether the fingerprint's result ``r`` is evidence for its finding ``f`` (a fingerprint
     that left slot 0 undetermined was listed as showing EMBEDDING_COMPOSITION slot 0). Its own findings, and a slot's
     finding where the weights named that slot (not undetermined) and none of the states it admits is the one the
     engine feeds there. A finding without a slot (the config's: IDS_NOT_READ, ...) and a slot the weights do not

@@ -48,21 +48,11 @@ class ServedCheck:
                 "notes": list(self.notes)}
 
 
-def states_server(opts):
-    """The :class:`eagle_audit.source.server.StatesServer` of ``opts.server`` (None without one)."""
-    if opts.server is None:
-        return None
-    from ..source.server import StatesServer
-
-    return StatesServer(opts.server, opts.server_kind, opts.server_api_key, opts.server_timeout,
-                        opts.server_deadline, opts.hidden_states_dir)
-
-
 def run_served(opts, source, captured, prompt_ids, status=None) -> ServedCheck:
     """``captured``: the captured stage's LayersResult (what the engine's rules say serving feeds, per slot)."""
     from ..served.run import served_check
 
-    server = states_server(opts)
+    server = opts.states_server
     conv = captured.served.convention
     title = {"sglang": "SGLang", "vllm": "vLLM", "vllm-v1": "vLLM", "trtllm": "TensorRT-LLM"}.get(conv, conv)
     draft_config = engine_conv = None

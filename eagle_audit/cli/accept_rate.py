@@ -85,9 +85,8 @@ def accept_rate(
         gate.fits(accept.num_steps)
         args = args.with_defaults()
         args.check_outputs()
-        opts = AcceptOptions(**args.library(ctx), **accept.library(), live=live, server=server, **reach.library(),
-                             device_map=args.device_map,
-                             states_server=reach.states_server(states_server, hidden_states_dir))
+        opts = AcceptOptions(**args.library(ctx), **accept.library(), live=live, server=reach.server(server),
+                             device_map=args.device_map, states_server=reach.server(states_server, hidden_states_dir))
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
         args.emit(result, render_accept)

@@ -7,20 +7,20 @@ from typing import Annotated
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads
-from .options import (AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option,
-                      static_option)
+from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, states_server_url, use_threads
+from .options import (AcceptArgs, AuditArgs, OldServer, ServerArgs, audit_command, hidden_states_dir_option,
+                      states_server_option, static_option)
 
 
 #: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
 CHECK_UNUSED = (
-    ("server", "static", "--static runs the static audit only, so the server is never asked"),
+    (("states_server", "server"), "static", "--static runs the static audit only, so the server is never asked"),
     ("fingerprint", "static", "--static loads no weights, so nothing is read off them"),
     (("device", "dtype", "device_map", "prompts", "max_prompts", "max_tokens", "num_steps", "topk", "num_draft_tokens",
       "max_new_tokens", "tolerance", "gen_batch"), "static", "--static loads no weights and runs no prompt"),
     (("fail_under", "fail_under_positions"), "static",
      "--static measures no accept length, so the gate would never be tested"),
-    (SERVER_REACH, "!server", "it says how to reach a --server, and none is given"),
+    (SERVER_REACH, "!states_server|!server", "it says how to reach a --states-server, and none is given"),
 )
 
 
@@ -31,9 +31,10 @@ def check(
     static: static_option("The static audit only: no target weights are loaded.") = False,
     fingerprint: Annotated[bool, typer.Option("--fingerprint", help="Always read the trained wiring off the draft's weights (default: only where it rests on an assumption).")] = False,
     accept: AcceptArgs = AcceptArgs(),
-    server: server_option("URL of a capture-only SGLang or vLLM server launched with the serving line for this draft (docs/server.md): the served stage compares the states it feeds with the local capture.") = None,
+    states_server: states_server_option("URL of a capture-only SGLang or vLLM server launched with the serving line for this draft (docs/server.md): the served stage compares the states it feeds with the local capture; with no weights here (or --states-from server) every state comes from it.") = None,
     hidden_states_dir: hidden_states_dir_option("vLLM --server: the folder its ExampleHiddenStatesConnector writes to (shared_storage_path), as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
+    server: OldServer = None,
 ) -> None:
     """Why is my accept length low? The static audit, then (with the target's weights) the captured
     comparison, the fingerprint where the trained wiring is assumed, and the accept-rate cost, in one run:
@@ -50,7 +51,7 @@ def check(
 
       eagle-audit check -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4,0.2,0.1
 
-      eagle-audit check -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --server http://127.0.0.1:30000
+      eagle-audit check -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --states-server http://127.0.0.1:30000
 
     Exit codes: 0 no stage found the wiring wrong (and every gate passes), 1 a mismatch (or a gate fails: one
     line says which), 2 bad input, 3 internal error.
@@ -66,8 +67,9 @@ def check(
         args.check_outputs()
         opts = CheckOptions(**args.library(ctx), static=static, fingerprint=fingerprint, **accept.library(),
                             device_map=args.device_map, fail_under=accept.fail_under,
-                            fail_under_positions=accept.positions(), server=server, **reach.library(),
-                            hidden_states_dir=hidden_states_dir)
+                            fail_under_positions=accept.positions(),
+                            states_server=reach.server(states_server_url(states_server, server, "check"),
+                                                       hidden_states_dir))
         with reporter(args.json_out) as (status, progress):
             result = run_check(opts, status, progress)
         args.emit(result, render_check)

@@ -256,7 +256,7 @@ SERVER_REACH = ("hidden_states_dir", "server_kind", "api_key", "server_timeout",
 
 
 def refuse_unused(ctx, rules) -> None:
-    """One ``error:`` line, exit 2, for an option given where it does nothing (issue 28.4: ``layers --static
+    """One ``error:`` line, exit 2, for an option given where it does nothing (``layers --static
     --server URL`` ignored the server and said nothing). ``rules``: ``(names, when, why)``: any option of
     ``names`` given while ``when`` holds (``"static"``: that flag is on; ``"!server"``: that option is not
     given; several alternatives joined by ``|``: every one holds) is refused, ``why`` saying what was not run."""
@@ -434,3 +434,15 @@ def check_outputs(inputs: Mapping[str, str | None] | Iterable[str | None], files
             if path is not None and str(path) != "-":
                 outputs.check_output(path, inputs, flag, kind)
                 PENDING[str(path)] = flag
+
+
+def states_server_url(states_server: str | None, old_server: str | None, command: str) -> str | None:
+    """The ``--states-server`` URL of ``command`` (layers, check, fingerprint), where ``--server`` was its earlier
+    name: kept one release, with one line on stderr; both at once is bad input."""
+    if old_server is None:
+        return states_server
+    if states_server is not None:
+        raise BadOption("--server and --states-server name the same server here: give --states-server only")
+    err.print(f"warning: `{command} --server` is deprecated: use --states-server (--server names the server under "
+              "test in accept-rate only)", highlight=False, markup=False, soft_wrap=True)
+    return old_server

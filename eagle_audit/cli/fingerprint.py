@@ -6,13 +6,14 @@ import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from ..fingerprint.defaults import CONFIRM_PROMPTS, MORE_PROMPTS
-from .common import SERVER_REACH, error_edge, refuse_unused, reporter, use_threads
-from .options import (AuditArgs, ConfirmPrompts, MaxNewTokens, MorePrompts, ServerArgs, TttSteps, audit_command,
-                      hidden_states_dir_option, server_option)
+from .common import SERVER_REACH, error_edge, refuse_unused, reporter, states_server_url, use_threads
+from .options import (AuditArgs, ConfirmPrompts, MaxNewTokens, MorePrompts, OldServer, ServerArgs, TttSteps,
+                      audit_command, hidden_states_dir_option, states_server_option)
 
 
 #: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
-FINGERPRINT_UNUSED = ((SERVER_REACH, "!states_server", "it says how to reach a --server, and none is given"),)
+FINGERPRINT_UNUSED = ((SERVER_REACH, "!states_server|!server", "it says how to reach a --states-server, and none is "
+                                                              "given"),)
 
 
 @audit_command(without=("device_map",))
@@ -20,12 +21,13 @@ def fingerprint(
     ctx: typer.Context,
     args: AuditArgs,
     max_new_tokens: MaxNewTokens = 64,
-    states_server: server_option("URL of a reference server (SGLang capture-only or vLLM extract_hidden_states, the reference line of docs/server.md) to take every target state, the greedy continuation and the target's argmax at every position from, for a --target directory of config, tokenizer and embed_tokens.safetensors only.") = None,
-    hidden_states_dir: hidden_states_dir_option("vLLM --server: the server's shared_storage_path as this machine sees it.") = None,
+    states_server: states_server_option("URL of a reference server (SGLang capture-only or vLLM extract_hidden_states, the reference line of docs/server.md) to take every target state, the greedy continuation and the target's argmax at every position from, for a --target directory of config, tokenizer and embed_tokens.safetensors only.") = None,
+    hidden_states_dir: hidden_states_dir_option("vLLM --states-server: the server's shared_storage_path as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
     ttt_steps: TttSteps = None,
     more_prompts: MorePrompts = MORE_PROMPTS,
     confirm_prompts: ConfirmPrompts = CONFIRM_PROMPTS,
+    server: OldServer = None,
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
 
@@ -40,7 +42,7 @@ def fingerprint(
 
       eagle-audit fingerprint -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --json fp.json
 
-      eagle-audit fingerprint -t ./Kimi-K2.5-config -d ./draft --server http://127.0.0.1:30000   # no weights here
+      eagle-audit fingerprint -t ./Kimi-K2.5-config -d ./draft --states-server http://127.0.0.1:30000   # no weights here
 
     Exit codes: 0 the weights agree with the declared wiring and the engine, 1 they do not (or no wiring fits
     this target), 2 bad input.
@@ -56,7 +58,8 @@ def fingerprint(
         args = args.with_defaults()
         args.check_outputs()
         opts = FingerprintOptions(**args.library(ctx), max_new_tokens=max_new_tokens,
-                                  states_server=reach.states_server(states_server, hidden_states_dir),
+                                  states_server=reach.server(states_server_url(states_server, server, "fingerprint"),
+                                                             hidden_states_dir),
                                   ttt_steps=ttt_steps, more_prompts=more_prompts,
                                   confirm_prompts=confirm_prompts)
         with reporter(args.json_out) as (status, progress), server_hints():

@@ -14,18 +14,19 @@ from ..layers.fix import merge_patch
 from ..layers.render import render_layers
 from ..layers.run import LayersOptions, run_layers
 from .accept_rate import server_hints
-from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads, wrote
-from .options import AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option, static_option
+from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, states_server_url, use_threads, wrote
+from .options import (AuditArgs, OldServer, ServerArgs, audit_command, hidden_states_dir_option, states_server_option,
+                      static_option)
 
 
 #: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
 LAYERS_UNUSED = (
-    ("server", "static", "--static loads no weights and reads no state, so the server is never asked; drop --static "
+    (("states_server", "server"), "static", "--static loads no weights and reads no state, so the server is never asked; drop --static "
      "to compare the server's states with the local capture"),
     (("device", "dtype", "device_map", "prompts", "max_prompts", "max_tokens"), "static",
      "--static loads no weights and runs no prompt"),
     ("scan", "static", "--static captures nothing"),
-    (SERVER_REACH, "!server", "it says how to reach a --server, and none is given"),
+    (SERVER_REACH, "!states_server|!server", "it says how to reach a --states-server, and none is given"),
 )
 
 
@@ -36,9 +37,10 @@ def layers(
     static: static_option("Config-level checks only: no target weights are loaded.") = False,
     scan: Annotated[bool, typer.Option("--scan/--no-scan", help="Capture every boundary (heatmap, nearest state) or only the needed ones.")] = True,
     write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR (config.json patched, weights linked); the input is untouched.")] = None,
-    server: server_option("URL of a running SGLang (capture-only) or vLLM (extract_hidden_states) server: with the target's weights here, each state it serves is compared with the local capture of every boundary; with a target directory of config and tokenizer only, every state comes from it (docs/server.md).") = None,
+    states_server: states_server_option("URL of a running SGLang (capture-only) or vLLM (extract_hidden_states) server: with the target's weights here, each state it serves is compared with the local capture of every boundary; with a target directory of config and tokenizer only, every state comes from it (docs/server.md).") = None,
     hidden_states_dir: hidden_states_dir_option("vLLM: the server's shared_storage_path as this machine sees it (where the connector writes the states).") = None,
     reach: ServerArgs = ServerArgs(),
+    server: OldServer = None,
 ) -> None:
     """Audit the hidden-state wiring of an EAGLE-3 draft: trained vs served, slot by slot.
 
@@ -50,7 +52,7 @@ def layers(
 
       eagle-audit layers -t model.gguf -d ./draft --trained-boundaries 0,3,31 --json result.json
 
-      eagle-audit layers -t ./Llama-3.1-8B -d ./my-eagle3 --server http://127.0.0.1:30000   # served vs local
+      eagle-audit layers -t ./Llama-3.1-8B -d ./my-eagle3 --states-server http://127.0.0.1:30000   # served vs local
 
     Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input, 3 internal error.
     """
@@ -60,7 +62,8 @@ def layers(
         args = args.with_defaults()
         args.check_outputs(new_dirs={"--write-fixed-config": write_fixed_config})
         opts = LayersOptions(**args.library(ctx), device_map=args.device_map, static=static, scan=scan,
-                             states_server=reach.states_server(server, hidden_states_dir))
+                             states_server=reach.server(states_server_url(states_server, server, "layers"),
+                                                        hidden_states_dir))
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_layers(opts, status, progress)
         args.emit(result, render_layers)

@@ -118,9 +118,21 @@ def static_option(help: str):
 
 
 def server_option(help: str):
-    """``--server`` (layers, accept-rate, check): the URL of a running engine; ``help`` says what the command reads
-    from it. How it is reached is :class:`ServerArgs`."""
+    """``--server`` (accept-rate): the URL of the server under test, which serves the draft; ``help`` says what the
+    command reads from it. How it is reached is :class:`ServerArgs`."""
     return Annotated[Optional[str], typer.Option("--server", help=help)]
+
+
+def states_server_option(help: str):
+    """``--states-server`` (layers, check, fingerprint, accept-rate): the URL of a server that hands out the
+    target's states (one meaning in every command); ``help`` says what the command does with them."""
+    return Annotated[Optional[str], typer.Option("--states-server", help=help)]
+
+
+#: ``--server`` where it once named a states server (layers, check, fingerprint): kept one release, hidden, with a
+#: one-line deprecation (:func:`eagle_audit.cli.common.states_server_url`)
+OldServer = Annotated[Optional[str], typer.Option("--server", hidden=True,
+                                                  help="Deprecated: the earlier name of --states-server here.")]
 
 
 def hidden_states_dir_option(help: str):
@@ -290,19 +302,16 @@ class ServerArgs:
     server_deadline: ServerDeadline = DEFAULT_DEADLINE
     states_from: StatesFrom = "auto"
 
-    def library(self) -> dict:
-        """As the library options name them (AcceptOptions, CheckOptions)."""
-        return dict(server_kind=self.server_kind, server_api_key=self.api_key, server_timeout=self.server_timeout,
-                    server_deadline=self.server_deadline)
-
-    def states_server(self, url: str | None, hidden_states_dir: str | None = None):
-        """The :class:`eagle_audit.source.server.StatesServer` at ``url`` (None: no ``--server``)."""
+    def server(self, url: str | None, hidden_states_dir: str | None = None):
+        """The :class:`eagle_audit.engines.options.Server` at ``url``, reached as these options say (None: no URL)."""
         if not url:
             return None
-        from ..source.server import StatesServer
+        from ..engines.options import Server
 
-        return StatesServer(url, self.server_kind, self.api_key, self.server_timeout, self.server_deadline,
-                            hidden_states_dir, self.states_from)
+        return Server(url, self.server_kind, self.api_key, self.server_timeout, self.server_deadline,
+                      hidden_states_dir, self.states_from)
+
+    states_server = server  # the earlier name
 
 
 #: the option groups :func:`audit_command` expands

@@ -96,7 +96,7 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
     it another number of states than its ``fc`` is sized for (``aux_count_from``).
 ``tree_drafts`` (engines)
     ``{"attention": "kv_by_slot"|"exact_ancestor"|null, "source": ...}``: which draft keys a tree node
-    attends to (:data:`eagle_audit.accept.tree.TREE_ATTENTION`), or ``null`` when the engine drafts chains
+    attends to (:data:`eagle_audit.simulate.tree.TREE_ATTENTION`), or ``null`` when the engine drafts chains
     only. Absent: not declared.
 
 A shift maps an id to a boundary: OUT-k pipelines (id k = output of layer k) shift by +1, IN-k

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from .. import expr
 from ..errors import UnknownArchitecture
+from ..kinds import kind
 from ..states import State
 from .draft_classes import ArchitectureRename, DraftClass, SpeculatorsLoader
 from .places import EAGLE_PLACES, ID_PLACES, draft_layer_count, place_key, read_ids, uses_aux
@@ -299,7 +300,7 @@ class Convention:
         """The drafts this convention captures for, in words: "EAGLE-3", "DFlash", "DSpark", "DFlash / DSpark"."""
         if "eagle3" in self.draft_kinds:
             return "EAGLE-3"
-        return " / ".join({"dflash": "DFlash", "dspark": "DSpark"}[k] for k in self.draft_kinds)
+        return " / ".join(kind(k).title for k in self.draft_kinds)
 
     def kind_places(self) -> tuple[str, ...]:
         """The places that hold ids of the drafts this convention describes (IDS_NOT_READ looks at these)."""

@@ -243,10 +243,9 @@ def _failure(data: Any, where: str, with_when: bool = False) -> EngineFailure:
                          data.get("when"))
 
 
-DRAFT_KINDS = ("eagle3", "dflash", "dspark")
-
-
 def _draft_kinds(data: Any, where: str) -> tuple[str, ...]:
+    from ..kinds import KINDS as DRAFT_KINDS  # the one list of kinds (a kind registered later is known here too)
+
     if not (isinstance(data, list) and data and all(k in DRAFT_KINDS for k in data)):
         raise BadConvention(f"{where}: draft_kinds must be a non-empty list of {', '.join(DRAFT_KINDS)}, got {shown(data)}")
     return tuple(data)

@@ -200,7 +200,7 @@ class FlagRule:
                 **({"semantics": self.semantics} if self.semantics else {})}
 
 
-TREE_ATTENTION_MODES = ("kv_by_slot", "exact_ancestor")  # = eagle_audit.accept.tree.TREE_ATTENTION (no torch here)
+TREE_ATTENTION_MODES = ("kv_by_slot", "exact_ancestor")  # = eagle_audit.simulate.tree.TREE_ATTENTION (no torch here)
 
 
 @dataclass(frozen=True)

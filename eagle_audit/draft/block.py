@@ -1,4 +1,4 @@
-"""DFlash and DSpark drafts (issue 17): which kind a draft is, what its config declares, and which conventions
+"""DFlash and DSpark drafts: which kind a draft is, what its config declares, and which conventions
 audit it.
 
 Both families read the target's aux hidden states exactly as EAGLE-3 does (an ``fc`` over the concatenated
@@ -30,33 +30,17 @@ from typing import Any, Mapping
 from ..conventions import Convention, get_convention, place_key, read_ids
 from ..errors import AuditError, BadCheckpoint, UnknownConvention
 
-KINDS = ("eagle3", "dflash", "dspark")
-DFLASH_ARCHS = ("DFlash", "MuseGlimmerAssistantModel")
+from ..kinds import KINDS, detect
+
 #: The id places a block draft may declare, in the order eagle-audit reports them.
 BLOCK_PLACES = ("dflash_target_layer_ids", "target_layer_ids", "dspark_target_layer_ids", "dspark_config_ids",
                 "aux_hidden_state_layer_ids")
 EAGLE_ID_PLACES = ("top_level", "nested")
-#: The trainer assumed for a draft of (layout, kind) when none is given.
-TRAINER_BY_KIND = {("dflash", "dflash"): "dflash", ("dflash", "dspark"): "specforge-dflash",
-                   ("speculators", "dflash"): "speculators-dflash", ("speculators", "dspark"): "speculators-dflash"}
-#: Pipelines whose block-draft rules live in a convention of another name.
-BLOCK_CONVENTIONS = {("sglang", "dflash"): "sglang-dflash", ("sglang", "dspark"): "sglang-dspark",
-                     ("vllm", "dflash"): "vllm-dflash", ("vllm", "dspark"): "vllm-dflash",
-                     ("specforge", "dflash"): "specforge-dflash", ("specforge", "dspark"): "specforge-dflash",
-                     ("speculators", "dflash"): "speculators-dflash", ("speculators", "dspark"): "speculators-dflash",
-                     ("modelopt", "dflash"): "modelopt-dflash"}
 
 
 def draft_kind(config: Mapping[str, Any]) -> str:
-    archs = [a for a in (config.get("architectures") or ()) if isinstance(a, str)]
-    smt = config.get("speculators_model_type")
-    if ("dspark_target_layer_ids" in config or isinstance(config.get("dspark_config"), Mapping)
-            or any("DSpark" in a for a in archs) or smt == "dspark"):
-        return "dspark"
-    if (isinstance(config.get("dflash_config"), Mapping) or any(m in a for a in archs for m in DFLASH_ARCHS)
-            or smt in ("dflash", "dflash2")):
-        return "dflash"
-    return "eagle3"
+    """The name of the kind ``config`` declares (:func:`eagle_audit.kinds.detect`)."""
+    return detect(config).name
 
 
 def block_layout(config: Mapping[str, Any]) -> str:
@@ -96,9 +80,10 @@ def _int(config: Mapping[str, Any], *keys: str) -> int | None:
 
 def read_block(config: Mapping[str, Any], where: str) -> BlockSpec | None:
     """The block-draft facts of a config (None for an EAGLE-3 draft); a malformed id list is bad input."""
-    kind = draft_kind(config)
-    if kind == "eagle3":
+    found = detect(config)
+    if not found.block:
         return None
+    kind = found.name
     for key in ("dflash_config", "dspark_config", "text_config"):
         if config.get(key) is not None and not isinstance(config[key], Mapping):
             raise BadCheckpoint(f"{where}: {key} must be a JSON object, got {type(config[key]).__name__}")
@@ -126,11 +111,11 @@ def convention_for(conv: Convention, kind: str, notes: list[str] | None = None) 
     the built-in block convention of the same pipeline; bad input when there is none."""
     if kind in conv.draft_kinds:
         return conv
-    name = BLOCK_CONVENTIONS.get((conv.name, kind))
+    name = KINDS[kind].convention_name(conv.name) if kind in KINDS else None
     if name is None:
-        known = sorted({n for (_p, k), n in BLOCK_CONVENTIONS.items() if k == kind})
+        known = sorted(set(KINDS[kind].conventions.values())) if kind in KINDS else []
         raise UnknownConvention(f"{conv.title} {conv.version} ({conv.path or conv.name}) has no rules for {kind} drafts",
-                                hint=f"{kind} rules: {', '.join(known)}; or a convention file with "
+                                hint=f"{kind} rules: {', '.join(known) or 'none built in'}; or a convention file with "
                                      f"\"draft_kinds\": [\"{kind}\"]")
     out = get_convention(name, conv.kind)
     if notes is not None:
@@ -138,19 +123,12 @@ def convention_for(conv: Convention, kind: str, notes: list[str] | None = None) 
     return out
 
 
-#: Why a command that runs the draft's own forward cannot run a block draft yet (one line each; fingerprint runs
-#: DFlash drafts through eagle_audit/runtime/block.py and refuses the others there).
-NOT_RUN = {
-    "accept-rate": "accept-rate does not simulate block drafting yet (DFlash / DSpark drafts propose a whole block "
-                   "of mask-token positions per forward, with the target's states injected as context keys and "
-                   "values); `eagle-audit layers` audits their wiring",
-}
-
-
-def require_eagle3(draft, command: str) -> None:
-    """Bad input (one line, exit 2) when ``command`` is asked to run a DFlash / DSpark draft's forward."""
-    if getattr(draft, "kind", "eagle3") != "eagle3":
-        raise AuditError(f"{draft.path}: a {draft.kind} draft: {NOT_RUN[command]}")
+def require_simulated(draft, command: str) -> None:
+    """Bad input (one line, exit 2) when ``command`` is asked to simulate drafting by a kind it cannot simulate
+    (:attr:`eagle_audit.kinds.DraftKind.simulated`)."""
+    k = KINDS.get(getattr(draft, "kind", "eagle3"))
+    if k is not None and not k.simulated:
+        raise AuditError(f"{draft.path}: a {k.name} draft: {k.not_simulated.replace('accept-rate', command, 1)}")
 
 
 #: The boundary an id of each place names: the shift from id to boundary (OUT-k places +1, IN-k places 0).

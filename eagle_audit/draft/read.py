@@ -75,8 +75,15 @@ class DraftSpec:
     def uses_aux(self) -> bool:
         """Whether the draft takes aux states through fc (``eagle_config.use_aux_hidden_state`` not false)."""
         return self.fc_source != "none"
-    kind: str = "eagle3"  # "eagle3", "dflash" or "dspark" (eagle_audit.draft.block)
+    kind: str = "eagle3"  # a name of eagle_audit.kinds.KINDS ("eagle3", "dflash", "dspark")
     block: Any = field(default=None, compare=False)  # block_draft.BlockSpec of a DFlash / DSpark draft
+
+    @property
+    def draft_kind(self):
+        """The :class:`eagle_audit.kinds.DraftKind` of this draft (what each command can do with it)."""
+        from ..kinds import kind
+
+        return kind(self.kind)
 
     def aux_count(self, target_hidden: int) -> int | None:
         """Aux slots fc was trained for, given the target hidden size (None: fc does not fit it); a draft
@@ -121,7 +128,7 @@ class DraftSpec:
         return 3
 
 
-def _canonical(name: str) -> str:
+def canonical_name(name: str) -> str:
     """Weight names without the optional ``model.`` prefix (SGLang tries both spellings)."""
     return name[len("model."):] if name.startswith("model.") else name
 
@@ -170,7 +177,7 @@ def read_safetensors_header(path: Path) -> dict[str, dict]:
     return header
 
 
-def _weight_files(directory: Path) -> list[Path]:
+def weight_files(directory: Path) -> list[Path]:
     files = sorted(directory.glob("*.safetensors"))
     if files:
         return files
@@ -185,7 +192,7 @@ def _shapes(files: list[Path]) -> dict[str, tuple[int, ...]]:
     for f in files:
         if f.suffix == ".safetensors":
             for name, meta in read_safetensors_header(f).items():
-                shapes[_canonical(name)] = tuple(meta["shape"])
+                shapes[canonical_name(name)] = tuple(meta["shape"])
         else:
             import torch
 
@@ -193,7 +200,7 @@ def _shapes(files: list[Path]) -> dict[str, tuple[int, ...]]:
                 sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
             except Exception as e:
                 raise BadCheckpoint(f"{f}: unreadable PyTorch checkpoint ({type(e).__name__})") from None
-            shapes.update({_canonical(k): tuple(v.shape) for k, v in sd.items()})
+            shapes.update({canonical_name(k): tuple(v.shape) for k, v in sd.items()})
     return shapes
 
 
@@ -202,16 +209,16 @@ def load_tensor(directory: Path, name: str):
     import torch
     from safetensors import safe_open
 
-    for f in _weight_files(directory):
+    for f in weight_files(directory):
         if f.suffix == ".safetensors":
             with safe_open(str(f), framework="pt") as sf:
                 for key in sf.keys():
-                    if _canonical(key) == name:
+                    if canonical_name(key) == name:
                         return sf.get_tensor(key)
         else:
             sd = torch.load(f, map_location="cpu", weights_only=True, mmap=True)
             for key, v in sd.items():
-                if _canonical(key) == name:
+                if canonical_name(key) == name:
                     return v
     return None
 
@@ -235,12 +242,12 @@ def _load_ints(directory: Path, name: str) -> list[int] | None:
     import sys
     from array import array
 
-    for f in _weight_files(directory):
+    for f in weight_files(directory):
         if f.suffix != ".safetensors":
             continue
         header = read_safetensors_header(f)
         for key, meta in header.items():
-            if _canonical(key) != name:
+            if canonical_name(key) != name:
                 continue
             code = _INT_CODES.get(meta["dtype"])
             if code is None:
@@ -382,14 +389,14 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
     use_aux = bool(nested.get("use_aux_hidden_state", True))
     has_weights = True
     try:
-        files = _weight_files(directory)
+        files = weight_files(directory)
     except BadCheckpoint as e:
         if not config_only:
             raise BadCheckpoint(e.message, hint=f"a config-only draft (no weights yet) is audited by layers with "
                                 f"{param('static', True)}") from None
         files, has_weights = [], False
     shapes = _shapes(files)
-    from .block import block_layout, read_block
+    from .block import block_layout, draft_kind, read_block
 
     block = read_block(config, str(cfg_path))
     layout = block_layout(config) if block is not None else _layout(config, shapes)
@@ -434,4 +441,4 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
         target_hidden_size=config.get("target_hidden_size"), num_aux_hidden_states=config.get("num_aux_hidden_states"),
         vocab_size=vocab_size, vocab=vocab, flags=flags, use_aux_hidden_state=use_aux,
         weight_names=tuple(sorted(shapes)), verifier=verifier, has_weights=has_weights, fc_source=fc_source,
-        kind=block.kind if block else "eagle3", block=block)
+        kind=draft_kind(config), block=block)

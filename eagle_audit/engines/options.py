@@ -1,4 +1,4 @@
-"""Which server, and which engine it is: :class:`ServerOptions`, the API key (:func:`resolve_key`), the short
+"""Which server, and which engine it is: :class:`Server` (the one shape of a server in every command), the API key (:func:`resolve_key`), the short
 probe before long work and the engine's detection. Each engine's own facts come from its ``wire.py``."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 from typing import Mapping
 
-from ..errors import AuditError
+from ..errors import AuditError, BadOption, param
 from .http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, PROBE_TIMEOUT, Clock, Http, ServerError
 from .sglang import wire as sglang_wire
 from .vllm import wire as vllm_wire
@@ -21,21 +21,49 @@ KINDS = ("auto", *WIRES)
 PROBE_PATH = {**{name: w.PROBE_PATH for name, w in WIRES.items()}, "auto": vllm_wire.PROBE_PATH}
 
 
+#: where an audit's target states may come from when a server is named (source.registry.states_from)
+STATES_FROM = ("auto", "server", "local")
+
+
 @dataclass(frozen=True)
-class ServerOptions:
+class Server:
+    """A running engine, as every command names it: where it is, which engine it is, its key and deadlines,
+    (vLLM) the folder its states land in as this machine sees it, and (a states server) whether the target's
+    states come from it (:func:`eagle_audit.source.registry.states_from`). One shape for ``--server`` and
+    ``--states-server`` alike; what a command reads from it is the command's."""
+
     url: str
     kind: str = "auto"  # "auto" or an engine of :data:`KINDS`
     api_key: str | None = None  # explicit key; else the engine's usual environment variable
-    timeout: float = DEFAULT_TIMEOUT
-    deadline: float = DEFAULT_DEADLINE
+    timeout: float = DEFAULT_TIMEOUT  # seconds per request, connection to last byte
+    deadline: float = DEFAULT_DEADLINE  # seconds for the whole reading
+    hidden_states_dir: str | None = None  # vLLM: the server's shared_storage_path, as this machine sees it
+    use: str = "auto"  # where the target's states come from: "auto", "server" or "local" (--states-from)
 
     def __post_init__(self):
+        if not isinstance(self.url, str) or not self.url:
+            raise BadOption(f"server url {self.url!r}: must be a non-empty string (http://host:port)")
         if self.kind not in KINDS:
             raise AuditError(f"server kind {self.kind!r}: must be one of {', '.join(KINDS)}")
         for name in ("timeout", "deadline"):
             v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
                 raise AuditError(f"server {name} {v!r}: must be a finite number of seconds > 0")
+        if self.use not in STATES_FROM:
+            raise BadOption(f"{param('states_from', self.use)}: must be one of {', '.join(STATES_FROM)}")
+
+    def options(self) -> "Server":
+        """Itself (kept for callers of the earlier ``StatesServer.options()``)."""
+        return self
+
+    def to_json(self) -> dict:
+        return {"url": self.url, "kind": self.kind, "timeout": self.timeout, "deadline": self.deadline,
+                "hidden_states_dir": self.hidden_states_dir, "api_key": "<redacted>" if self.api_key else None,
+                "states_from": self.use}
+
+
+#: the earlier name of :class:`Server` (deprecated: one release)
+ServerOptions = Server
 
 
 def resolve_key(explicit: str | None, kind: str, env: Mapping[str, str] | None = None) -> tuple[str | None, str | None]:

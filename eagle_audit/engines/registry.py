@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 from ..errors import BadOption, param
 from .http import DEFAULT_TIMEOUT, Clock, Http
 from .launch import Capture, Launch, TargetShape
-from .options import KINDS, ServerOptions, detect, resolve_key
+from .options import KINDS, Server, detect, resolve_key
 from .reading import ServerReading
 from .sglang import acceptance as sglang_acceptance, launch as sglang_launch, states as sglang_states
 from .states import ServedStates
@@ -23,7 +23,7 @@ class Engine:
     name: str
     read_acceptance: Callable[..., ServerReading]  # (http, prompts, max_new, expected, progress)
     read_states: Callable[..., tuple[ServedStates, ...]]
-    server_capture: Callable[[ServerOptions, TargetShape, str | None], Capture]
+    server_capture: Callable[[Server, TargetShape, str | None], Capture]
     serving: Callable[..., Launch]  # (draft config, target shape, storage, conv) -> the serving line
     reference: Callable[..., Launch]  # (target shape, wanted states, storage) -> the reference line
     states_on_disk: bool  # the server writes the states to its disk (read from hidden_states_dir)
@@ -52,13 +52,13 @@ def engine(name: str) -> Engine:
                         hint=f"one of: {', '.join(ENGINES)}") from None
 
 
-def read_server(url: str | ServerOptions, prompts: Sequence[Sequence[int]], max_new: int, kind: str = "auto",
+def read_server(url: str | Server, prompts: Sequence[Sequence[int]], max_new: int, kind: str = "auto",
                 timeout: float = DEFAULT_TIMEOUT, *, expected: Sequence[Sequence[int]] | None = None,
                 progress: Callable[[int, int], None] | None = None) -> ServerReading:
     """Send every prompt (token ids) to the server, greedy, ``max_new`` new tokens, and read the accept length
     over exactly these requests. ``expected``: the target's own greedy continuations, to count the served
     outputs that equal them."""
-    opts = url if isinstance(url, ServerOptions) else ServerOptions(url, kind, timeout=timeout)
+    opts = url if isinstance(url, Server) else Server(url, kind, timeout=timeout)
     clock = Clock(opts.deadline)
     kind = detect(opts)
     key, source = resolve_key(opts.api_key, kind)
@@ -67,7 +67,7 @@ def read_server(url: str | ServerOptions, prompts: Sequence[Sequence[int]], max_
     return ServerReading(**{**reading.__dict__, "key_source": source})
 
 
-def read_served_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture, *,
+def read_served_states(opts: Server, prompts: Sequence[Sequence[int]], capture: Capture, *,
                        max_new_tokens: int = 1, hidden_states_dir: str | None = None,
                        progress: Callable[[int, int, int], None] | None = None,
                        next_tokens: bool = False, also: Sequence[Capture] = ()) -> tuple[ServedStates, ...]:

@@ -26,3 +26,8 @@ def __getattr__(name: str):
 
         return getattr(import_module(f"{__name__}.{_PUBLIC[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+from .. import api_module as _api_module  # noqa: E402
+
+_api_module(__name__)  # callable as eagle_audit.api.fingerprint

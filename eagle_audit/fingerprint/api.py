@@ -18,14 +18,14 @@ def fingerprint(target: str, draft: str, *, engine: str = "sglang", trainer: str
                 more_prompts: int = MORE_PROMPTS, confirm_prompts: int = CONFIRM_PROMPTS,
                 confirm_prompt_ids: Sequence[Sequence[int]] | None = None) -> FingerprintResult:
     """Read the trained wiring off ``draft``'s weights against ``target`` (paths or hub ids). ``server``: a
-    reference SGLang or vLLM server (URL or :class:`eagle_audit.source.server.StatesServer`) to take every target
+    reference SGLang or vLLM server (URL or :class:`eagle_audit.engines.options.Server`) to take every target
     state and the argmax at every position from, for a ``target`` directory without weights. ``confirm_prompts``:
     prompts after the search's that judge its pick again (``eagle_audit.fingerprint.confirm``); with
     ``prompt_ids``, ``confirm_prompt_ids`` gives them."""
     if isinstance(server, str):
-        from ..source.server import StatesServer
+        from ..engines.options import Server
 
-        server = StatesServer(server)
+        server = Server(server)
     return run_fingerprint(FingerprintOptions(
         target=target, draft=draft, engine=engine, trainer=trainer, prompts=prompts, max_prompts=max_prompts,
         max_tokens=max_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,

@@ -1,4 +1,4 @@
-"""The pick judged again on prompts that did not choose it, and in the user's currency (issue 27).
+"""The pick judged again on prompts that did not choose it, and in the user's currency.
 
 The search (:mod:`.infer`) picks the best state per slot on its own text and judges the pick on the same tokens:
 the pick's margin is then biased upwards (the best of about 31 states a slot, chosen on those tokens), and mean
@@ -12,7 +12,7 @@ disjoint from the search's and the second round's):
    B15``), and a slot that would then name more than ``MAX_NAMED`` states is undetermined. So "exact" never
    comes from one pass: it needs the search's text and the confirmation's to agree.
 2. **Simulated accept length** (:func:`accept_lengths`, ``accept-rate``'s simulation: greedy verify of a chain of
-   ``steps`` drafts from every accepted point, :func:`eagle_audit.accept.simulate.simulate`) of the declared
+   ``steps`` drafts from every accepted point, :func:`eagle_audit.simulate.accept.simulate`) of the declared
    wiring, the measured one (:func:`~.claims.settled`) and the engine's. A finding raised from the weights
    (the measured wiring differs from the declared one: ``TRAINED_WIRING_DIFFERS`` and the engine findings and fix
    computed from it) stands only where the measured wiring's accept length beats the declared one's by at least
@@ -55,8 +55,7 @@ from .verdict import Inference
 MATERIAL_GAIN = 0.02
 LEVEL = 0.99
 #: the states a named slot is judged against again: the search's best RECHECK for that slot (its last sweep's
-#: table), None: every state. Every state: tried with the best 8 (16 draft forwards on the demo instead of 64,
-#: about 5 s of CPU), the demo's slot 1 came out "B3 or B4 or B2" where every state gives "undetermined": B0,
+#: table), None: every state. Every state: tried with the best 8 (16 draft forwards on the demo instead of 64), the demo's slot 1 came out "B3 or B4 or B2" where every state gives "undetermined": B0,
 #: ranked below the 8 best on the search's text, is not separated from B3 on the confirmation's
 RECHECK: int | None = None
 
@@ -244,7 +243,7 @@ def admit_declared(inf: Inference, said: Sequence[str], declared: Sequence[State
 def accept_lengths(target, draft, cases, wirings: Mapping[str, tuple[State, ...]], steps: int
                    ) -> dict[str, WiringAccept]:
     """Simulated acceptance of each distinct wiring on ``cases`` (``accept-rate``'s simulation)."""
-    from ..accept.simulate import capture_cases, simulate
+    from ..simulate.accept import capture_cases, simulate
 
     union = sorted({s for w in wirings.values() for s in w})
     caps = capture_cases(target, cases, union)  # through the source's memo: the text was captured already
@@ -270,7 +269,7 @@ def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], me
     canary off its training text left every slot undetermined) may still carry a miswiring that costs accept length,
     and the accept length on that text decides whether the finding stands."""
     from ..runtime.eagle3 import load_draft_model
-    from ..accept.simulate import make_cases
+    from ..simulate.accept import make_cases
     from .corpus import prepare_corpus
 
     t0 = time.perf_counter()

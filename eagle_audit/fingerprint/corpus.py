@@ -19,7 +19,7 @@ from .score import Corpus, capture_corpus
 
 def continuations(target, prompt_ids: Sequence[Sequence[int]], max_new: int, batch: int = 8) -> list[list[int]]:
     """Prompt + the target's greedy continuation (``accept-rate``'s batched KV-cached decode, cut at EOS)."""
-    from ..accept.simulate import make_cases
+    from ..simulate.accept import make_cases
 
     cases, _ = make_cases(target, prompt_ids, max_new, batch=batch)
     return [c.ids for c in cases]

@@ -18,7 +18,7 @@ TTT_STEPS_CPU = 1
 MORE_PROMPTS = 8
 
 #: the confirmation's prompts: after the search's (``--max-prompts`` + ``--more-prompts``) in the same source, so
-#: the text that judges the pick never chose it (issue 27); the built-in set holds 24 prompts: 8 + 8 + 8, the last 8
+#: the text that judges the pick never chose it; the built-in set holds 24 prompts: 8 + 8 + 8, the last 8
 #: the last of ``bench/data/heldout_prompts.jsonl``
 CONFIRM_PROMPTS = 8
 #: draft tokens per verify in the confirmation's simulated accept length (``accept-rate``'s default ``--num-steps``)

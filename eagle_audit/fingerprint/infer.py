@@ -71,7 +71,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     aux = check_target_fit(spec, info)
     cands = corpus.candidates
     index = {s: j for j, s in enumerate(cands)}
-    if spec.kind != "eagle3":  # a block draft: its own forward, the same scoring (score.BlockScorer)
+    if spec.draft_kind.block:  # a block draft: its own forward, the same scoring (score.BlockScorer)
         from ..runtime.block import load_dflash_draft
         from .score import BlockScorer
 

@@ -78,7 +78,7 @@ def paired_interval(a: torch.Tensor, b: torch.Tensor, units: torch.Tensor, level
     (a unit: one prompt and its continuation, :func:`units_of`) are the independent observations; the
     variance of the ratio estimate (CR1: G/(G-1)), the t quantile with G-1 degrees of freedom. Every
     correlation inside a text widens it, however long its range (the moving-block bootstrap of 8 tokens
-    it replaces was too narrow on real text: a false LAYER_OFFSET on 666 held-out tokens, issue 18)."""
+    it replaces was too narrow on real text: a false LAYER_OFFSET on 666 held-out tokens)."""
     d = (a - b).double()
     n_tok = d.numel()
     if n_tok == 0:
@@ -95,7 +95,7 @@ def paired_interval(a: torch.Tensor, b: torch.Tensor, units: torch.Tensor, level
 
 
 #: the chance an estimate of more evidence is made for: at the tokens it names, the 99% interval is expected to
-#: exclude 0 with this probability, given what was measured (issue 18: an estimate made for the point where the
+#: exclude 0 with this probability, given what was measured (an estimate made for the point where the
 #: interval's half-width meets the measured margin came true about half the time, by construction)
 POWER = 0.8
 

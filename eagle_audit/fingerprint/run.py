@@ -7,11 +7,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ..draft.fit import check_target_fit
-from ..draft.read import read_draft
 from ..errors import AuditError, param
-from ..provenance import engine_convention, provenance
-from ..resolution import MEASURED, resolve_trained, side_of
+from ..provenance import provenance
+from ..resolution import MEASURED
 from ..states import all_states
 from .claims import compare, settled
 from .confirm import confirm
@@ -34,61 +32,47 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     opened)."""
     import time
 
-    from ..prompts import encode
-    from ..source import open_source, source_request, states_from
+    from ..inputs import prepare, read_inputs
+    from ..prompts import token_ids
+    from ..source import states_from
 
     say = status or (lambda m: None)
     if opts.trainer == MEASURED:
         raise AuditError(f"{param('trainer')}: the fingerprint compares the weights with a declared trainer; {MEASURED!r} is the "
                          "measurement itself (leave the trainer out to use the one the layout implies)")
     notes: list[str] = []
-    spec = read_draft(opts.draft)
-    if spec.kind != "eagle3":
+    spec, engine = read_inputs(opts, notes)
+    kind = spec.draft_kind
+    if kind.block:
         from ..runtime.block import dflash_arch
 
         dflash_arch(spec, spec.hidden_size)  # a block draft this forward cannot run: one line, before any loading
-    engine = engine_convention(opts.engine, opts.use_installed_engine, notes)
-    if spec.kind != "eagle3":
-        from ..draft.block import convention_for
-
-        engine = convention_for(engine, spec.kind, notes)
     prompts, reserve, confirming = split_prompts(opts)
-    if source is None:
-        states_from(opts, server_only=True)
-    if source is None:
-        say(f"loading target {opts.target}")
-    target = source if source is not None else open_source(source_request(opts), say)
-    info = target.info
-    check_target_fit(spec, info)
-    declared, trainer = resolve_trained(spec, info, notes, opts.trainer, opts.trained_boundaries, opts.trained_ids)
-    try:
-        served = side_of(engine, spec.config, info.architecture, info.num_layers)
-    except AuditError as e:
-        served = None
-        notes.append(f"engine: {e.message}")
-    prompt_ids = ([list(p) for p in opts.prompt_ids] if opts.prompt_ids is not None
-                  else encode(prompts, target.tokenizer, opts.max_tokens))
-    if not prompt_ids or any(len(p) < 2 for p in prompt_ids):
-        raise AuditError("prompts: every prompt needs at least 2 tokens")
+    request = states_from(opts, server_only=True) if source is None else None
+    prep = prepare(opts, status=say, notes=notes, inputs=(spec, engine), source=source, request=request,
+                served_optional=True)
+    spec, target, info = prep.draft, prep.target, prep.info
+    declared, served, trainer = prep.resolution.trained, prep.resolution.served, prep.trainer
+    prompt_ids = token_ids(opts.prompt_ids, prompts, target.tokenizer, opts.max_tokens)
     flags = declared.flags
-    if spec.kind == "eagle3":
+    if kind.ttt:
         notes.append(f"draft flags as trained: {flags.to_json()}")
     else:
-        notes.append(f"{spec.kind} draft: its block forward (eagle_audit/runtime/block.py), the block's first "
+        notes.append(f"{kind.name} draft: its block forward (eagle_audit/runtime/block.py), the block's first "
                      "drafted token scored")
     ttt_steps, why = ttt_steps_for(opts.device, opts.ttt_steps)
-    if why and spec.kind == "eagle3":
+    if why and kind.ttt:
         notes.append(why)
     flat = sum(p.text is not None for p in (prompts or ()))
     if flat:
         notes.append(f"prompts: {flat} of {len(prompts)} are plain text, not chat-templated; drafts are trained on the "
                      "target's chat-templated responses, and on plain text the fingerprint has less to go on (a test "
                      "canary's slot was named wrong there, docs/fingerprint.md): prefer chat prompts")
-    confirm_ids = ([list(p) for p in opts.confirm_prompt_ids] if opts.confirm_prompt_ids is not None
-                   else encode(confirming, target.tokenizer, opts.max_tokens) if confirming else [])
+    confirm_ids = (token_ids(opts.confirm_prompt_ids, confirming, target.tokenizer, opts.max_tokens, "confirmation prompts")
+                   if opts.confirm_prompt_ids is not None or confirming else [])
     t0 = time.perf_counter()
-    if confirm_ids and spec.kind == "eagle3":  # the search's and the confirmation's text continued together
-        from ..source import as_source  # (one batched decode of 16 took 11.8 s of CPU, two of 8 17.4 s: the demo)
+    if confirm_ids and kind.simulated:  # the search's and the confirmation's text continued together
+        from ..source import as_source  # (one batched decode, not two: docs/performance.md)
 
         reserve_states(target)
         say(f"target generates greedy continuations of {len(prompt_ids) + len(confirm_ids)} prompts (the search's and "
@@ -108,9 +92,9 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
     inf = second_round(target, spec, corpus, starts, flags, inf, reserve, opts, say, ttt_steps)
     confirmation, standing, judged = None, None, inf
-    if spec.kind != "eagle3":
-        notes.append(f"{spec.kind} draft: no confirmation (accept-rate simulates EAGLE-3 drafts only); the findings rest "
-                     "on the search's text alone")
+    if not kind.simulated:
+        notes.append(f"{kind.name} draft: no confirmation (accept-rate does not simulate {kind.title} drafting); the "
+                     "findings rest on the search's text alone")
     elif inf.states is not None:
         served_states = served.states if served is not None else None
         ids = confirm_ids

@@ -1,4 +1,4 @@
-"""Findings of DFlash / DSpark drafts only (issue 17), registered with :func:`eagle_audit.layers.checks.check`.
+"""Findings of DFlash / DSpark drafts only, registered with :func:`eagle_audit.layers.checks.check`.
 
 ``BLOCK_IDS_DISAGREE``: a block-draft config that also carries EAGLE-3 ids (a mixed config, such as the
 Nemotron 3.5 NVFP4 drafts) names its states twice, in two conventions: DFlash / DSpark ids are HF

@@ -1,4 +1,4 @@
-"""Probe a serving engine's source for its EAGLE-3 capture rules (issue 5).
+"""Probe a serving engine's source for its EAGLE-3 capture rules.
 
 The engine's Python files are read with ``ast``, never imported: the installed package (located
 with ``importlib.util.find_spec``), a source folder, or a wheel. The result is a
@@ -32,7 +32,7 @@ from .vllm import probe_vllm, probe_vllm_v1
 #: Engines whose source can be probed: name -> prober(source) -> ProbeResult.
 PROBERS: dict[str, Callable[..., ProbeResult]] = {
     "sglang": probe_sglang, "vllm": probe_vllm, "vllm-v1": probe_vllm_v1,
-    # DFlash / DSpark drafts (issue 17): eagle_audit/probe/block.py
+    # DFlash / DSpark drafts: eagle_audit/probe/block.py
     "sglang-dflash": functools.partial(probe_block, "dflash"), "sglang-dspark": functools.partial(probe_block, "dspark"),
     "vllm-dflash": probe_vllm_block}
 #: Engines whose Python package is named differently from the engine.

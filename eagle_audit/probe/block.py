@@ -1,4 +1,4 @@
-"""SGLang's DFlash and DSpark capture rules, read from the same source as its EAGLE-3 rules (issue 17).
+"""SGLang's DFlash and DSpark capture rules, read from the same source as its EAGLE-3 rules.
 
 SGLang serves a DFlash-family draft from the target's aux hidden states
 (``model_executor/model_runner_components/attention_backend_setup.py``): with ``--speculative-algorithm DSPARK``

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from ..draft.read import DraftSpec, _canonical
+from ..draft.read import DraftSpec, canonical_name
 from ..errors import BadCheckpoint
 from ..resolution import DraftFlags
 
@@ -16,7 +16,7 @@ _LEGACY = {"aux_norm_low": "fc_norm.0", "aux_norm_mid": "fc_norm.1", "aux_norm_h
 
 
 def canonical_weight(name: str) -> str:
-    name = _canonical(name)
+    name = canonical_name(name)
     if name.startswith("midlayer."):
         name = "layers.0." + name[len("midlayer."):]
     for old, new in _LEGACY.items():

@@ -1,4 +1,4 @@
-"""A DFlash / DSpark block-draft forward, on the target's states (the fingerprint's scorer runs it; issue 17).
+"""A DFlash / DSpark block-draft forward, on the target's states (the fingerprint's scorer runs it).
 
 What a DFlash draft computes, as z-lab ``dflash`` 0.1.0 (``dflash/model.py`` ``DFlashDraftModel.forward``,
 ``Qwen3DFlashAttention.forward``) and SpecForge 0.2.0 (``specforge/modeling/draft/dflash.py``, trained through
@@ -87,7 +87,7 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
     """The forward's arch for a DFlash draft ``spec`` (:class:`eagle_audit.draft.read.DraftSpec`); bad input (one
     line) for what it does not run."""
     where = spec.path
-    if spec.kind not in ("dflash", "dspark"):
+    if not spec.draft_kind.block:
         raise BadCheckpoint(f"{where}: not a DFlash draft (kind {spec.kind})")
     if spec.layout != "dflash":
         raise BadCheckpoint(f"{where}: a DFlash draft in the {spec.layout} layout: fingerprint runs the z-lab layout "

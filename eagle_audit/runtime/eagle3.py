@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from ..draft.read import DraftSpec, _weight_files
+from ..draft.read import DraftSpec, weight_files
 from ..errors import BadCheckpoint
 from ..resolution import DraftFlags
 from .arch import DraftArch, arch_from_spec, canonical_weight, flags_from_config  # noqa: F401 (re-exported: the draft's one door)
@@ -141,7 +141,7 @@ def _optional(arch: DraftArch) -> set[str]:
 def read_weights(directory: str | Path) -> dict[str, torch.Tensor]:
     """Every tensor of a draft checkpoint under its canonical name (``midlayer.`` -> ``layers.0.``)."""
     out: dict[str, torch.Tensor] = {}
-    for f in _weight_files(Path(directory)):
+    for f in weight_files(Path(directory)):
         if f.suffix == ".safetensors":
             from safetensors.torch import load_file
 

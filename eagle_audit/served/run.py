@@ -11,12 +11,13 @@ from ..layers.result import Finding
 from ..states import State
 from .compare import ASSUMED_SERVED_DTYPE, SlotMatch, compare_slots, local_boundaries, served_findings, thresholds_for
 from ..engines.launch import Capture, TargetShape
-from ..source.server import StatesServer, server_capture
+from ..engines.options import Server
+from ..source.server import server_capture
 
 
 @dataclass(frozen=True)
 class ServedCheck:
-    server: StatesServer
+    server: Server
     capture: Capture
     matches: tuple[SlotMatch, ...]  # one per server slot
     findings: tuple[Finding, ...]  # for the draft's served slots
@@ -29,7 +30,7 @@ class ServedCheck:
                 "slots": [m.to_json() for m in self.matches]}
 
 
-def served_check(server: StatesServer, source, prompts_ids: Sequence[Sequence[int]], served_states: Sequence[State],
+def served_check(server: Server, source, prompts_ids: Sequence[Sequence[int]], served_states: Sequence[State],
                  engine_title: str, status=None, progress=None, draft_config=None, conv=None) -> ServedCheck:
     """``source``: the local state source (weights loaded); ``served_states``: what the engine's rules say
     serving feeds this draft, slot by slot; ``progress(done, total)``: the reading, request by request (the CLI

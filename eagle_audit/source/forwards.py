@@ -36,8 +36,8 @@ def crop(cache, keep: int) -> None:
 def decode_attention():
     """A context for decode loops: scaled-dot-product attention without the cuDNN backend. With a
     padding mask, torch 2.11 on an H200 picks cuDNN attention, which builds an execution plan for every
-    new key length; a decode loop meets a new length at every step (measured: 8 prompts x 128 tokens,
-    8B-shaped target, 10.1 s the first time, 2.7 s once every length had been seen). Flash / memory-
+    new key length; a decode loop meets a new length at every step (several times slower on an 8B-shaped target
+    until every length has been seen; docs/performance.md). Flash / memory-
     efficient / math kernels need no plan. No-op where ``torch.nn.attention`` is missing."""
     import contextlib
 

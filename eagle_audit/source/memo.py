@@ -19,9 +19,10 @@ from typing import Any, Callable, Iterable, Sequence
 from ..states import State
 from .spec import Counts, Forced
 
-#: one forward of one sequence: (ids, states, want next tokens) -> ({state: [L, hidden]}, next tokens [L] | None)
-MAX_BYTES = 2 << 30  # 2 GiB
+#: the most bytes of states held at once (2 GiB; the assumption is in the module's docstring)
+MAX_BYTES = 2 << 30
 
+#: one forward of one sequence: (ids, states, want next tokens) -> ({state: [L, hidden]}, next tokens [L] | None)
 ForwardOne = Callable[[tuple[int, ...], tuple[State, ...], bool], tuple[dict, Any]]
 
 

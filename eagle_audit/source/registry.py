@@ -1,7 +1,7 @@
 """The backends, in one place: adding one (a server, a remote shard) is one entry in :data:`BACKENDS` and
 its module. :func:`open_source` opens the first backend whose ``accepts`` takes the request (or the one
 the request names); :func:`as_source` wraps a target already loaded by the caller (tests, the Python
-API's :func:`eagle_audit.api.load_target`); :func:`source_request` turns an audit's options into a request.
+API's :func:`eagle_audit.api.load_target`); :func:`states_from` turns an audit's options into the one request every command opens.
 
 Each backend's module is imported only when it is opened (inside its opener), so that importing the
 registry imports no torch and no HTTP client.
@@ -83,9 +83,10 @@ def as_source(target):
     return src
 
 
-def states_from(opts, *, server_only: bool = False) -> str:
-    """Where an audit's target states come from, decided here once for every analysis, from the user's choice
-    ``opts.states_server.use`` (``--states-from``; docs/sources.md):
+def states_from(opts, *, server_only: bool = False, device_map: str | None = None) -> SourceRequest:
+    """Where an audit's target states come from, decided here once for every command, as the one
+    :class:`~eagle_audit.source.spec.SourceRequest` it opens (``request.server`` set: from the server). From the
+    user's choice ``opts.states_server.use`` (``--states-from``; docs/sources.md):
 
     * ``"server"``: every state from the server; the target's weights are never loaded, wherever they are;
     * ``"local"``: the weights here; with a server, ``layers`` and ``check`` compare its states with the local
@@ -95,28 +96,30 @@ def states_from(opts, *, server_only: bool = False) -> str:
 
     ``server_only``: the analysis takes its states from the server or not at all (``accept-rate
     --states-server``, ``fingerprint --server``): ``local`` is refused, and so is ``auto`` on a target that holds
-    weights (the states would silently come from the weights instead). No server: ``"local"``."""
+    weights (the states would silently come from the weights instead). No server: the local request.
+    ``opts``: an audit's options (:class:`eagle_audit.inputs.AuditInputs`, or any object with ``target``,
+    ``device``, ``dtype`` and optionally ``states_server``)."""
     server = getattr(opts, "states_server", None)
+    local = SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)
     if server is None:
-        return "local"
+        return local
     use = getattr(server, "use", "auto")
-    if use == "server":
-        return "server"
     if use == "local":
         if server_only:
             raise BadOption(f"{param('states_from', 'local')}: this analysis takes every target state from the server "
                             f"it names ({param('states_server')}); use {param('states_from', 'server')} or leave the "
                             "server out")
-        return "local"
-    if not has_weights(os.fspath(opts.target)):
-        return "server"
-    if server_only:
-        raise BadOption(f"{param('states_server')} takes every target state from the server, but "
-                        f"{param('target', os.fspath(opts.target))} holds weights: give "
-                        f"{param('states_from', 'server')} to take them from the server anyway (the weights are not "
-                        "loaded), name a directory of config.json, the tokenizer and embed_tokens.safetensors only "
-                        "(docs/server.md), or leave the server out")
-    return "local"
+        return local
+    if use == "auto" and has_weights(os.fspath(opts.target)):
+        if server_only:
+            raise BadOption(f"{param('states_server')} takes every target state from the server, but "
+                            f"{param('target', os.fspath(opts.target))} holds weights: give "
+                            f"{param('states_from', 'server')} to take them from the server anyway (the weights are not "
+                            "loaded), name a directory of config.json, the tokenizer and embed_tokens.safetensors only "
+                            "(docs/server.md), or leave the server out")
+        return local
+    return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
+                         options={"states_server": server, "why": states_reason(opts)})
 
 
 def states_reason(opts) -> str:
@@ -130,14 +133,5 @@ def states_reason(opts) -> str:
 
 
 def source_request(opts, device_map: str | None = None) -> SourceRequest:
-    """Where ``opts`` (an audit's options: :class:`eagle_audit.inputs.AuditInputs`, or any object with
-    ``target``, ``device``, ``dtype`` and optionally ``states_server``) asks its states to come from: the one
-    place an audit's options become a :class:`~eagle_audit.source.spec.SourceRequest`. With ``states_server``
-    set and no weights in the target directory (:func:`eagle_audit.target.has_weights`), every state comes
-    from that server; with weights, the local target is the source and the audit compares the server's states
-    with it (:func:`eagle_audit.served.run.served_check`); :func:`states_from` decides which."""
-    if states_from(opts) == "server":
-        server = opts.states_server
-        return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, None, server=server.url,
-                             options={"states_server": server, "why": states_reason(opts)})
-    return SourceRequest(os.fspath(opts.target), opts.device, opts.dtype, device_map)
+    """:func:`states_from` without ``server_only`` (kept for callers of the earlier name)."""
+    return states_from(opts, device_map=device_map)

@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..engines.launch import Capture, TargetShape
-from ..engines.options import ServerOptions, detect
+from ..engines.options import STATES_FROM, Server, detect  # noqa: F401 (STATES_FROM: the earlier import path)
 from ..engines.registry import engine
 from ..errors import BadOption, param
 from .memo import Memo
@@ -40,49 +40,22 @@ from .spec import (EMBEDDING, GENERATE, LM_HEAD, NEXT_TOKENS, TEACHER_FORCED, Ca
                            SourceRequest, SourceSpec)
 from ..states import State
 
-#: where an audit's target states may come from when a server is named (source.registry.states_from)
-STATES_FROM = ("auto", "server", "local")
 #: the file of a weights-free target directory that holds only the embedding (and head) the draft borrows
 EMBED_FILE = "embed_tokens.safetensors"
+#: the earlier name of :class:`eagle_audit.engines.options.Server` (deprecated: one release)
+StatesServer = Server
 
 
-@dataclass(frozen=True)
-class StatesServer:
-    """Where served states come from: the server, its kind, key, deadlines and (vLLM) the folder its files
-    land in as this machine sees it."""
-
-    url: str
-    kind: str = "auto"
-    api_key: str | None = None
-    timeout: float = DEFAULT_TIMEOUT
-    deadline: float = DEFAULT_DEADLINE
-    hidden_states_dir: str | None = None
-    use: str = "auto"  # where the target's states come from: "auto", "server" or "local" (source.registry.states_from)
-
-    def __post_init__(self):
-        if self.use not in STATES_FROM:
-            raise BadOption(f"{param('states_from', self.use)}: must be one of {', '.join(STATES_FROM)}")
-
-    def options(self) -> ServerOptions:
-        return ServerOptions(self.url, self.kind, self.api_key, self.timeout, self.deadline)
-
-    def to_json(self) -> dict:
-        return {"url": self.url, "kind": self.kind, "timeout": self.timeout, "deadline": self.deadline,
-                "hidden_states_dir": self.hidden_states_dir, "api_key": "<redacted>" if self.api_key else None,
-                "states_from": self.use}
-
-
-def server_capture(server: StatesServer, shape: TargetShape) -> Capture:
+def server_capture(server: Server, shape: TargetShape) -> Capture:
     """What the running server captures: asked of the server where its engine says (SGLang ``/server_info``),
     else the reference line assumed (vLLM: its files carry ``K``, matched against the lines when read)."""
-    opts = server.options()
-    return engine(detect(opts)).server_capture(opts, shape, server.hidden_states_dir)
+    return engine(detect(server)).server_capture(server, shape, server.hidden_states_dir)
 
 
 class ServedSource:
     """A :class:`~eagle_audit.source.protocol.StateSource` whose states come from a server."""
 
-    def __init__(self, request: SourceRequest, server: StatesServer, status=None):
+    def __init__(self, request: SourceRequest, server: Server, status=None):
         from ..target import target_info
 
         self.request, self.server = request, server
@@ -239,6 +212,6 @@ def _tokenizer(target):
 
 def open_served(request: SourceRequest, status=None) -> ServedSource:
     server = request.options.get("states_server")
-    if not isinstance(server, StatesServer):  # a bare URL: the default kind, key and deadlines
-        server = StatesServer(request.server)
+    if not isinstance(server, Server):  # a bare URL: the default kind, key and deadlines
+        server = Server(request.server)
     return ServedSource(request, server, status)

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from eagle_audit.accept.arbiter import (AGREES, MATCHED, NUMERIC_SLACK, SERVER_FAILED, UNMATCHED, Candidate, Scored,
                                         arbitrate, build_candidates, engine_variants, live_tolerance, merge_equal)
 from eagle_audit.accept.run import AcceptOptions, run_accept
-from eagle_audit.accept.simulate import AcceptStats, make_cases
+from eagle_audit.simulate.accept import AcceptStats, make_cases
 from eagle_audit.cli.accept_rate import accept_rate
 from eagle_audit.demo import demo_draft
 from eagle_audit.inputs import prepare

@@ -6,7 +6,7 @@ import pytest
 
 from eagle_audit.accept.live import run_live
 from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
-from eagle_audit.accept.simulate import Case, capture_cases, make_cases, simulate, stats_from_gains, walk
+from eagle_audit.simulate.accept import Case, capture_cases, make_cases, simulate, stats_from_gains, walk
 from eagle_audit.capture import hooks_left
 from eagle_audit.draft.read import read_draft
 from eagle_audit.states import State

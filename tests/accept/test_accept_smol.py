@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from eagle_audit.accept.live import run_live
 from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
-from eagle_audit.accept.simulate import capture_cases, make_cases, simulate
+from eagle_audit.simulate.accept import capture_cases, make_cases, simulate
 from eagle_audit.cli.accept_rate import accept_rate
 from eagle_audit.draft.read import read_draft
 from eagle_audit.prompts import encode, load_prompts

@@ -10,9 +10,9 @@ import torch
 from eagle_audit.accept.run import make_settings, with_tree_attention
 from eagle_audit.conventions import get_convention
 from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
-from eagle_audit.accept.simulate import capture_cases, draft_chains, make_cases, simulate, tree_gains, walk
-from eagle_audit.accept.targetrun import aux_of
-from eagle_audit.accept.tree import EXACT_ANCESTOR, KV_BY_SLOT, draft_trees, max_tree_nodes, tree_accepts
+from eagle_audit.simulate.accept import capture_cases, draft_chains, make_cases, simulate, tree_gains, walk
+from eagle_audit.simulate.targetrun import aux_of
+from eagle_audit.simulate.tree import EXACT_ANCESTOR, KV_BY_SLOT, draft_trees, max_tree_nodes, tree_accepts
 from eagle_audit.draft.read import read_draft
 from eagle_audit.errors import AuditError
 from eagle_audit.states import State

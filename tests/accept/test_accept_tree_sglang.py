@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from eagle_audit.runtime.eagle3 import flags_from_config, load_draft_model
-from eagle_audit.accept.simulate import capture_cases, make_cases
-from eagle_audit.accept.targetrun import aux_of
-from eagle_audit.accept.tree import EXACT_ANCESTOR, KV_BY_SLOT, Trees, draft_trees, max_tree_nodes
+from eagle_audit.simulate.accept import capture_cases, make_cases
+from eagle_audit.simulate.targetrun import aux_of
+from eagle_audit.simulate.tree import EXACT_ANCESTOR, KV_BY_SLOT, Trees, draft_trees, max_tree_nodes
 from eagle_audit.draft.read import read_draft
 from eagle_audit.states import State
 

@@ -48,7 +48,7 @@ def test_every_stage_on_one_load_and_no_forward_twice(tiny_targets, make_draft, 
     r = run_check(CheckOptions(target=str(tiny_targets["llama"]), draft=str(draft), **SMALL))
     assert [s.name for s in r.stages] == ["static", "captured", "served", "fingerprint", "accept_rate"]
     assert all(s.ran for s in r.stages if s.name != "served"), [(s.name, s.why) for s in r.stages]
-    assert r.stage("served").why.startswith("no `server` given")  # the CLI shows --server
+    assert r.stage("served").why.startswith("no `states_server` given")  # the CLI shows --states-server
     assert spy["loads"] == 1 and r.source["counts"]["loads"] == 1
     teacher = spy["teacher"]
     assert len(teacher) == len(set(teacher)) == 6  # 3 prompts (captured) + 3 prompt+continuation (fingerprint)

@@ -11,6 +11,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent / "served"), str(HERE.parent / "engine")]
 
+from eagle_audit.engines.options import Server
 from eagle_audit.check.run import CheckOptions, run_check  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -26,8 +27,8 @@ def sglang_parts(sglang_wheel, tmp_path_factory):
 
 def _check(target, draft, url, **kw):
     return run_check(CheckOptions(target=str(target), draft=str(draft), use_installed_engine=False, max_prompts=2,
-                                  max_tokens=16, max_new_tokens=6, trained_boundaries="2,4,6", server=url,
-                                  server_kind="sglang", server_timeout=60, server_deadline=120, **kw))
+                                  max_tokens=16, max_new_tokens=6, trained_boundaries="2,4,6",
+                                  states_server=Server(url, "sglang", timeout=60, deadline=120), **kw))
 
 
 @pytest.mark.parametrize("fault", ["clean", "deeper"])
@@ -89,8 +90,15 @@ def test_no_weights_every_stage_from_the_server(sglang_parts, make_draft, tmp_pa
                 dtype="float32")
     local = run_check(CheckOptions(target=str(target), draft=str(draft), **opts))
     with serving(FakeSGLang(pieces, engine, list(launch.argv[3:]), target, "LlamaForCausalLM")) as url:
-        r = run_check(CheckOptions(target=str(bare), draft=str(draft), server=url, server_kind="sglang",
-                                   server_timeout=60, server_deadline=120, **opts))
+        r = run_check(CheckOptions(target=str(bare), draft=str(draft),
+                                   states_server=Server(url, "sglang", timeout=60, deadline=120), **opts))
+        # --states-from server beside weights: every state from the server, the weights never loaded (the choice
+        # reaches the check: source.states_from decides for every command)
+        chosen = run_check(CheckOptions(target=str(target), draft=str(draft),
+                                        states_server=Server(url, "sglang", timeout=60, deadline=120, use="server"),
+                                        **opts))
+    assert chosen.source["spec"]["backend"] == "server", chosen.source
+    assert "`states_from='server'` chosen" in chosen.source["spec"]["origin"]
     assert r.source["spec"]["backend"] == "server"
     assert r.stage("served").why.startswith("every state came from the server")
     cap, ref = r.stage("captured"), local.stage("captured")

@@ -350,12 +350,12 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(cli, tiny_t
 
 
 @pytest.mark.parametrize("command, args, flag", [
-    ("layers", ["--static", "--server", "http://127.0.0.1:9"], "--server"),
+    ("layers", ["--static", "--states-server", "http://127.0.0.1:9"], "--states-server"),
     ("layers", ["--static", "--no-scan"], "--no-scan"),
     ("layers", ["--static", "--prompts", "p.jsonl"], "--prompts"),
     ("layers", ["--hidden-states-dir", "/tmp"], "--hidden-states-dir"),
     ("layers", ["--api-key", "k"], "--api-key"),
-    ("check", ["--static", "--server", "http://127.0.0.1:9"], "--server"),
+    ("check", ["--static", "--states-server", "http://127.0.0.1:9"], "--states-server"),
     ("check", ["--static", "--fail-under", "2"], "--fail-under"),
     ("check", ["--static", "--fingerprint"], "--fingerprint"),
     ("accept-rate", ["--server-kind", "vllm"], "--server-kind"),
@@ -412,10 +412,24 @@ def test_an_interrupt_says_so_and_what_was_left_unwritten(cli, config_only_targe
     assert not (tmp_path / "r.json").exists() and not (tmp_path / "rep").exists()
 
 
+@pytest.mark.parametrize("command", ["layers", "check", "fingerprint"])
+def test_server_is_the_states_server_under_its_earlier_name_for_one_release(cli, command):
+    """--server named a states server in layers, check and fingerprint; --states-server does now (--server is the
+    server under test in accept-rate only). The old name still works for one release, with one warning line; both
+    at once is one error line."""
+    r = cli("--states-from", "remote", "--server", "http://127.0.0.1:9", command=command)
+    lines = r.stderr.strip().splitlines()
+    assert r.exit_code == 2 and lines[0] == (f"warning: `{command} --server` is deprecated: use --states-server "
+                                             "(--server names the server under test in accept-rate only)"), r.stderr
+    assert "must be one of auto, server, local" in r.stderr  # the value reached the same Server as --states-server
+    r = cli("--server", "http://127.0.0.1:9", "--states-server", "http://127.0.0.1:9", command=command)
+    assert r.exit_code == 2 and "give --states-server only" in r.stderr and "Traceback" not in r.output
+
+
 def test_states_from_is_one_line_when_wrong_or_idle(cli):
     """--states-from (where the states come from with a server, docs/sources.md): an unknown choice, and the
     option with no server to take states from, are each one line, exit 2, before any work."""
-    r = cli("--states-from", "remote", "--server", "http://127.0.0.1:9")
+    r = cli("--states-from", "remote", "--states-server", "http://127.0.0.1:9")
     assert r.exit_code == 2 and "must be one of auto, server, local" in r.output and "Traceback" not in r.output
     r = cli("--states-from", "server")
     assert r.exit_code == 2 and "--states-from does nothing here" in r.output

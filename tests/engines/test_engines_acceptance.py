@@ -18,7 +18,7 @@ from eagle_audit.engines.http import BadServerReply, ServerAuthError, ServerErro
 from eagle_audit.engines.options import ServerOptions
 from eagle_audit.engines.prometheus import parse_exposition
 from eagle_audit.engines.registry import read_server
-from eagle_audit.accept.simulate import Case, stats_from_gains, walk
+from eagle_audit.simulate.accept import Case, stats_from_gains, walk
 from eagle_audit.errors import AuditError
 
 from fake_engines import EOS, FakeSGLang, FakeVLLM, sim_drafts, spec_generate, target_next

@@ -169,7 +169,7 @@ def test_fingerprint_through_a_vllm_states_server(vllm_wheel, served_target, ser
     fake = _fake(vllm_wheel, served_target, launch, tmp_path)
     with serving(fake) as url:
         r = CliRunner().invoke(app, ["fingerprint", "-t", str(served_target_no_weights), "-d",
-                                     str(make_draft(nested_ids=[1, 2, 3])), "--server", url, "--server-kind", "vllm",
+                                     str(make_draft(nested_ids=[1, 2, 3])), "--states-server", url, "--server-kind", "vllm",
                                      "--hidden-states-dir", str(tmp_path), "--max-prompts", "2", "--max-new-tokens",
                                      "4", "--confirm-prompts", "2", "--json", "-"])
     assert r.exit_code in (0, 1), r.output

@@ -78,7 +78,7 @@ def test_layers_server_on_either_line(vllm_server, smol_dir, tmp_path, role):
     storage.mkdir()
     server = vllm_server(line_of(smol_dir, draft, "vllm", role, storage))
     out = tmp_path / "layers.json"
-    r = cli("layers", "-t", smol_dir, "-d", draft, "--engine", "vllm", "--server", server.url, "--server-kind", "vllm",
+    r = cli("layers", "-t", smol_dir, "-d", draft, "--engine", "vllm", "--states-server", server.url, "--server-kind", "vllm",
             "--hidden-states-dir", storage, "--dtype", "float32", "--max-prompts", 2, "--max-tokens", 48, "--json", out)
     assert r.exit_code in (0, 1), (r.output, server.error_lines())
     served = json.loads(out.read_text())["served_states"]

@@ -37,7 +37,7 @@ def test_reference_line_through_the_real_connector(vllm_server, smol_dir, cli, t
     assert launch.capture is not None and launch.capture.slots == N + 1 and not launch.unreachable
     server = vllm_server(launch.argv)
     out = tmp_path / "layers.json"
-    r = cli("-t", smol_dir, "-d", demo_draft(), "--server", server.url, "--hidden-states-dir", storage,
+    r = cli("-t", smol_dir, "-d", demo_draft(), "--states-server", server.url, "--hidden-states-dir", storage,
             "--engine", "vllm-v1", "--json", out)
     assert r.exit_code in (0, 1), (r.exit_code, r.stdout, r.stderr, server.error_lines())
     doc = json.loads(out.read_text())

@@ -67,7 +67,7 @@ def test_cli_layers_server(fake, served_target, served_target_no_weights, make_d
     draft = make_draft(nested_ids=[1, 2, 3])
     with serving(fake(Faults(partial=(2, 4)))) as url:
         r = cli("-t", served_target, "-d", draft, "--trained-boundaries", "2,3,4", "--max-prompts", "2",
-                "--dtype", "float32", "--server", url, "--json", "-")
+                "--dtype", "float32", "--states-server", url, "--json", "-")
     assert r.exit_code == 1, r.stderr
     data = json.loads(r.stdout)
     assert [(f["code"], f["slot"]) for f in data["findings"]] == [("ENGINE_STATE_MISMATCH", 1)]

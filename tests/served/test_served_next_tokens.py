@@ -204,7 +204,7 @@ def test_cli_fingerprint_and_accept_rate_on_a_weights_free_target(fake, served_t
         r = run(app, ["accept-rate", "-t", str(served_target), "-d", str(canary), "--states-server", url,
                       "--max-prompts", "1"])
         assert r.exit_code == 2 and "--states-server takes every target state" in r.stderr, r.output
-        r = run(app, ["fingerprint", "-t", str(served_target), "-d", str(canary), "--server", url,
+        r = run(app, ["fingerprint", "-t", str(served_target), "-d", str(canary), "--states-server", url,
                       "--max-prompts", "1"])
         assert r.exit_code == 2 and "--server takes every target state" in r.stderr, r.output
     import typer

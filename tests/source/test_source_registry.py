@@ -62,7 +62,9 @@ def test_the_choice_is_the_users_and_refusals_name_it(tiny_targets, config_only_
     for use, target, server_only, want in (("server", weights, True, "server"), ("server", weights, False, "server"),
                                            ("local", bare, False, "local"), ("auto", bare, True, "server"),
                                            ("auto", weights, False, "local")):
-        assert states_from(_opts(target, StatesServer(url, use=use)), server_only=server_only) == want, (use, target)
+        req = states_from(_opts(target, StatesServer(url, use=use)), server_only=server_only)
+        assert ("server" if req.server is not None else "local") == want, (use, target)
+        assert req.server in (None, url) and req.target == str(target)  # the one request the command opens
     req = source_request(_opts(weights, StatesServer(url, use="server")))
     assert req.server == url and req.options["why"] == "`states_from='server'` chosen"
     with pytest.raises(BadOption, match="states_from='local'.*takes every target state from the server"):

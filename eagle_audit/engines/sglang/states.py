@@ -49,7 +49,7 @@ from typing import Mapping, Sequence
 from ...errors import param
 from ..http import BadServerReply, Clock, Http, ServerError, reply_field, short
 from ..launch import Capture, TargetShape
-from ..options import ServerOptions, resolve_key
+from ..options import Server, resolve_key
 from ..states import BadStates, Progress, ServedStates
 from .stream import Element, StatesReader
 from .launch import sglang_reference
@@ -69,7 +69,7 @@ def request_body(ids: Sequence[int], max_new_tokens: int, extra_key: str | None 
     return body
 
 
-def read_sglang_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture,
+def read_sglang_states(opts: Server, prompts: Sequence[Sequence[int]], capture: Capture,
                        max_new_tokens: int = 1, progress: Progress | None = None,
                        next_tokens: bool = False) -> tuple[ServedStates, ...]:
     """Every prompt's states from an SGLang capture-only server launched as ``capture`` says (its width
@@ -201,7 +201,7 @@ def _int_list(v, name: str, where: str) -> list[int]:
     return v
 
 
-def server_capture(opts: ServerOptions, shape: TargetShape, hidden_states_dir: str | None = None) -> Capture:
+def server_capture(opts: Server, shape: TargetShape, hidden_states_dir: str | None = None) -> Capture:
     """What the running server captures, read from it: ``/server_info`` carries the resolved arguments
     (``server_args.resolved_dict()``, with ``return_aux_hidden_state_layer_ids``: ``srt/utils/common.py:3584-3592``,
     ``entrypoints/http_server.py:864-890``), put through the engine convention's capture rule; a server whose

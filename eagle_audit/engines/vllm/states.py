@@ -37,7 +37,7 @@ import numpy as np
 from ...errors import param
 from ..http import BadServerReply, Clock, Http, ServerError, ServerTimeout, reply_field
 from ..launch import Capture, TargetShape
-from ..options import ServerOptions, resolve_key
+from ..options import Server, resolve_key
 from ..states import BadStates, Progress, ServedStates
 from .launch import vllm_reference
 from .wire import NEUTRAL
@@ -80,7 +80,7 @@ def prompt_argmax(plp, prompt: Sequence[int], where: str) -> list[int]:
     return out
 
 
-def read_vllm_states(opts: ServerOptions, prompts: Sequence[Sequence[int]], capture: Capture,
+def read_vllm_states(opts: Server, prompts: Sequence[Sequence[int]], capture: Capture,
                      hidden_states_dir: str | os.PathLike, max_new_tokens: int = 1,
                      progress: Progress | None = None, next_tokens: bool = False,
                      also: Sequence[Capture] = ()) -> tuple[ServedStates, ...]:
@@ -286,7 +286,7 @@ def _as_float32(path: Path, start: int, shape: list[int], dtype: str) -> np.ndar
     return out
 
 
-def server_capture(opts: ServerOptions, shape: TargetShape, hidden_states_dir: str | None = None) -> Capture:
+def server_capture(opts: Server, shape: TargetShape, hidden_states_dir: str | None = None) -> Capture:
     """What the running server captures: vLLM says nothing of it over HTTP; the reference line is assumed,
     and the files (which carry ``K`` and their dtype, bf16/fp16: the KV-cache dtypes extract_hidden_states
     accepts) are matched against it when read."""

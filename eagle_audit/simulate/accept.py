@@ -9,8 +9,8 @@
    previous token, as SGLang's ``draft_forward`` does.
 4. The continuation is walked with verify steps from each accepted point (:func:`walk`): a verify at
    root a accepts the longest prefix of drafts equal to the target's tokens, plus the bonus token.
-   Tree drafts (``topk > 1``) replace steps 3-4 by :func:`~eagle_audit.accept.tree.draft_trees` and
-   :func:`~eagle_audit.accept.tree.tree_accepts` (SGLang's beam expansion and pruning; the longest
+   Tree drafts (``topk > 1``) replace steps 3-4 by :func:`~eagle_audit.simulate.tree.draft_trees` and
+   :func:`~eagle_audit.simulate.tree.tree_accepts` (SGLang's beam expansion and pruning; the longest
    accepted root-to-node path).
 
 Accept length is tokens gained per verify = accepted drafts + 1, excluding the prefill token: over a
@@ -118,7 +118,7 @@ def tree_gains(draft: Eagle3Draft, ids: Sequence[int], prompt_len: int, caps: di
                states: tuple[State, ...], steps: int, topk: int, num_draft_tokens: int,
                attention: str = KV_BY_SLOT) -> list[int]:
     """Tokens gained at each verify along ``ids`` with tree drafts (any topk, 1 included); ``attention``
-    as in :func:`~eagle_audit.accept.tree.draft_trees`."""
+    as in :func:`~eagle_audit.simulate.tree.draft_trees`."""
     dev = draft.device
     x = torch.tensor([list(ids)], device=dev)  # [1, L]
     aux = aux_of(caps, states)[None, :-1].to(dev)  # [1, L-1, n*H_t]
@@ -143,7 +143,7 @@ def simulate(draft: Eagle3Draft, cases: Sequence[Case], caps: Sequence[dict[Stat
              tree_attention: str = KV_BY_SLOT) -> AcceptStats:
     """Acceptance of ``draft`` fed ``states`` (in this order) on every case: a chain of ``steps`` drafts
     (``topk == 1``), or a tree of ``num_draft_tokens - 1`` drafts over ``steps`` levels (``topk > 1``)
-    whose nodes attend to draft keys as ``tree_attention`` says (:data:`~eagle_audit.accept.tree.TREE_ATTENTION`)."""
+    whose nodes attend to draft keys as ``tree_attention`` says (:data:`~eagle_audit.simulate.tree.TREE_ATTENTION`)."""
     gains = []
     for case, cap in zip(cases, caps):
         if topk > 1:
