@@ -11,6 +11,8 @@ disjoint from the search's and the second round's):
    confirmation separates the same states; a state it does not separate from the pick joins the slot (``B19 or
    B15``), and a slot that would then name more than ``MAX_NAMED`` states is undetermined. So "exact" never
    comes from one pass: it needs the search's text and the confirmation's to agree.
+   A slot named by fc's weights (:func:`~.weights.combine`) holds where the confirmation's interval contains
+   the weights' state: the rule that named it, on this text.
 2. **Simulated accept length** (:func:`accept_lengths`, ``accept-rate``'s simulation: greedy verify of a chain of
    ``steps`` drafts from every accepted point, :func:`eagle_audit.simulate.accept.simulate`) of the declared
    wiring, the measured one (:func:`~.claims.settled`) and the engine's. A finding raised from the weights
@@ -197,6 +199,12 @@ def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str
             continue
         again = tuple(cands[c] for c in j.candidates)
         union = tuple(sl.candidates) + tuple(s for s in again if s not in sl.candidates)
+        if sl.weights_state is not None and sl.candidates == (sl.weights_state,) and sl.weights_state in again:
+            # weights.combine's rule on this text: one line separates the state, the other's interval contains it
+            out.append(replace(sl, confirmed=True, confirm_tokens=scorer.scored))
+            said.append(f"held: fc's weights separate {sl.weights_state.label()}, and the confirmation's "
+                        f"{' or '.join(s.label() for s in again)} contains it, on {scorer.scored} tokens")
+            continue
         if union == tuple(sl.candidates):
             out.append(replace(sl, confirmed=True, confirm_tokens=scorer.scored))
             said.append(f"held: {' or '.join(s.label() for s in again)} on {scorer.scored} tokens")

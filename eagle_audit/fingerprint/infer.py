@@ -95,6 +95,10 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     if not start_idx:  # nothing fits the checkpoint: evenly spread boundaries
         N = info.num_layers
         start_idx.append(("spread", tuple(index[State(round((k + 1) * N / (aux + 1)))] for k in range(aux))))
+    from .weights import combine, read_weights
+
+    say(f"reading fc's weights: {aux} slot(s) against {len(cands)} states")
+    weights = read_weights(draft, corpus, aux)
     say(f"searching {aux} slot(s) x {len(cands)} states from {len(start_idx)} starting wiring(s)")
     trace = search(scorer, start_idx, len(cands), give_up_below_top1=MIN_TOP1 / 2 if give_up else 0.0, progress=say)
     t3 = time.perf_counter()
@@ -121,6 +125,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                                 j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin,
                                 evidence.steps, unsearched=ns, equivalent=tuple(cands[c] for c in j.equivalent))
                   for j in judged for ns in (beside(j),))
+    slots = combine(slots, weights)  # the second line of evidence (fingerprint.weights)
     # "no wiring makes the draft agree" is judged on the wiring that agrees best of all those scored (the starting
     # wirings, the log-prob pick and every one-slot change of it), not on the log-prob pick alone: a barely trained
     # draft's log-prob pick can fall under MIN_TOP1 while its true wiring, also scored, clears both thresholds
@@ -135,7 +140,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     confidence = "none" if reason else ("ambiguous" if any(s.ambiguous for s in slots) else "high")
     search_info = {"starts": [{"name": n, "states": [cands[j].label() for j in w], "logprob": v}
                               for n, w, v in trace.starts],
-                   "sweeps": trace.sweeps, "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
+                   "weights": weights.to_json(), "sweeps": trace.sweeps, "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
                    "units": int(scorer.units.max()) + 1 if scorer.units.numel() else 0,
                    "ttt_steps": steps_info,
                    "interval": ("99% paired cluster-robust t interval, one unit per prompt (its continuation "

@@ -51,6 +51,12 @@ class SlotInference:
     confirm_added: tuple[State, ...] = ()  # states the confirmation did not separate from the best, beyond the search's
     accept_admitted: tuple[State, ...] = ()  # the declared state, admitted because the measured wiring did not beat the
     # declared one in simulated accept length (fingerprint.confirm.admit_declared)
+    lines: str = "function"  # which lines of evidence decided the slot (fingerprint.weights.combine): "function" (the
+    # draft's function alone: the weights gave no reading), "both" (they agree), "weights" (the weights separate a
+    # state the function's interval contains), "disagree" (undetermined: each line excludes the other's reading)
+    weights: str = ""  # what fc's weights say of the slot (fingerprint.weights.WeightSlot.text), "" where not read
+    weights_state: State | None = None  # the state fc's weights separate from every other (None: they do not)
+    function: str = ""  # what the function said before the weights narrowed or overruled it ("" where it stands)
 
     @property
     def admitted(self) -> tuple[State, ...]:
@@ -60,6 +66,8 @@ class SlotInference:
     def text(self) -> str:
         """``B15`` or, where not separated, ``B15 or B16``; ``B1 or B0 (not searched)`` beside a state the search
         never had; ``undetermined (9 states ...)`` where too many are not separated to name."""
+        if self.lines == "disagree":
+            return f"undetermined (function {self.function}; weights {self.weights})"
         if self.uninformed:
             return f"undetermined (the draft does not use its information; best {self.best.label()})"
         if self.undetermined:
@@ -81,6 +89,13 @@ class SlotInference:
 
     def needs(self) -> str:
         """How sure, in evidence: what separated it, or what would."""
+        if self.lines == "disagree":
+            return ("the two lines of evidence exclude each other's reading: the draft's function (its first "
+                    f"prediction, {self.function}) and fc's weights ({self.weights}); a draft fine-tuned from another, "
+                    "or an fc started from one, keeps the old states in its weights (docs/fingerprint.md)")
+        if self.lines == "weights":
+            return (f"fc's weights separate {self.best.label()}, and the function's interval contains it (the function "
+                    f"alone: {self.function})")
         on = f"{self.scored_tokens} scored tokens" + (f" x {self.steps} training-time-test steps" if self.steps > 1 else "")
         if self.unsearched and not self.undetermined:
             ns = " or ".join(s.label() for s in self.unsearched)
@@ -141,6 +156,8 @@ class SlotInference:
                 "equivalent": [s.label() for s in self.equivalent], "confirmed": self.confirmed,
                 "confirm_added": [s.label() for s in self.confirm_added],
                 "accept_admitted": [s.label() for s in self.accept_admitted],
+                "lines": self.lines, "weights": self.weights,
+                "weights_state": _label(self.weights_state), "function": self.function,
                 "use_margin": [self.use_margin.mean, self.use_margin.low, self.use_margin.high] if self.use_margin else None,
                 "needs": self.needs()}
 

@@ -1,0 +1,114 @@
+"""The second line of evidence: fc's weights read against the states (eagle_audit/fingerprint/weights.py), and the
+one verdict from the two lines (``combine``). The states are SmolLM2's on the fingerprint's corpus; the fc blocks
+are trained canaries' (tests/fingerprint/fp_canaries.py), an untouched nn.Linear, and the hard cases built from
+them: a draft fine-tuned from another (both trainings in the block), an fc started from another draft's, a slot
+left untouched."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from eagle_audit.fingerprint.result import SlotInference
+from eagle_audit.fingerprint.weights import combine, read_weights
+from eagle_audit.states import State
+
+from fp_canaries import CANARIES
+
+
+def _fc(weight: torch.Tensor):
+    """What the reading reads of a draft: its fc (and no input norm, as the canaries train it)."""
+    lin = torch.nn.Linear(weight.shape[1], weight.shape[0], bias=False)
+    with torch.no_grad():
+        lin.weight.copy_(weight)
+    return types.SimpleNamespace(fc=lin)
+
+
+def _canary_fc(path) -> torch.Tensor:
+    files = sorted(path.glob("*.safetensors"))
+    for f in files:
+        w = load_file(str(f))
+        for k, v in w.items():
+            if k.endswith("fc.weight"):
+                return v.float()
+    raise AssertionError(f"no fc.weight in {path}")
+
+
+def _init(shape, seed: int = 0) -> torch.Tensor:
+    """An untouched fc block, as nn.Linear draws it."""
+    torch.manual_seed(seed)
+    return torch.nn.Linear(shape[1], shape[0], bias=False).weight.detach().clone()
+
+
+def test_an_untouched_fc_gives_no_reading_in_any_slot(fp_corpus):
+    reading = read_weights(_fc(_init((576, 3 * 576))), fp_corpus, 3)
+    assert [s.informed for s in reading.slots] == [False, False, False]
+    assert all(s.text().startswith("no reading") for s in reading.slots)
+    assert all(abs(a - 32 / 576) < 0.03 for s in reading.slots for a in s.alignment)  # K / H_t, as derived
+
+
+def _slot(index, candidates, undetermined=False, uninformed=False):
+    c = tuple(State(b) for b in candidates)
+    return SlotInference(index, c[0], c[1] if len(c) > 1 else None, None, None, c, len(c) > 1,
+                         undetermined=undetermined, uninformed=uninformed)
+
+
+@pytest.mark.parametrize("name", ["2-15-27", "5-12-29", "emb-3-16"])
+def test_a_trained_canary_s_blocks_name_its_states(name, fp_canaries, fp_corpus):
+    truth = tuple(State(b) for b in CANARIES[name][0])
+    reading = read_weights(_fc(_canary_fc(fp_canaries[name])), fp_corpus, len(truth))
+    for sl, t in zip(reading.slots, truth):
+        assert sl.informed and sl.best == t and t in sl.candidates, (name, sl.index, sl.text())
+
+
+def test_a_slot_left_untouched_has_no_reading_and_the_others_still_read(fp_canaries, fp_corpus):
+    w = _canary_fc(fp_canaries["5-12-29"]).clone()
+    w[:, 576:1152] = _init((576, 576), seed=4)
+    reading = read_weights(_fc(w), fp_corpus, 3)
+    assert not reading.slots[1].informed
+    assert reading.slots[0].best == State(5) and reading.slots[2].best == State(29)
+    function = (_slot(0, [5]), _slot(1, [11, 12, 13, 14, 10], undetermined=True), _slot(2, [29]))
+    out = combine(function, reading)
+    assert out[1].undetermined and out[1].lines == "function" and out[1].weights.startswith("no reading")
+    assert [o.lines for o in (out[0], out[2])] == ["both", "both"]
+
+
+@pytest.mark.parametrize("old_share", [1.0, 0.3], ids=["fine-tuned-from-another", "fc-started-from-another"])
+def test_old_training_in_the_weights_never_names_a_slot_against_the_function(old_share, fp_canaries, fp_corpus):
+    """Drafts whose fc holds another training (2-15-27's) beside the last (5-12-29's): the weights may read either;
+    the function, which runs the draft as last trained, reads 5-12-29. The verdict names 5-12-29's states or
+    nothing, never 2-15-27's."""
+    old, new = _canary_fc(fp_canaries["2-15-27"]), _canary_fc(fp_canaries["5-12-29"])
+    reading = read_weights(_fc(old_share * old + new), fp_corpus, 3)
+    function = tuple(_slot(i, [b]) for i, b in enumerate(CANARIES["5-12-29"][0]))
+    for sl, truth in zip(combine(function, reading), (5, 12, 29)):
+        assert sl.undetermined or sl.candidates == (State(truth),), sl.text()
+        if sl.undetermined:  # the disagreement is one line with both readings
+            assert sl.lines == "disagree" and "function B" in sl.text() and "weights" in sl.text()
+
+
+def test_the_two_lines_combined():
+    from eagle_audit.fingerprint.weights import WeightReading, WeightSlot, Statistic
+
+    def w(index, cands, informed=True):
+        c = tuple(State(b) for b in cands)
+        return WeightSlot(index, (), c[0], None, None, c, 0.06, informed)
+
+    reading = WeightReading((w(0, [3]), w(1, [23, 28]), w(2, [8]), w(3, [20]), w(4, [7], informed=False)),
+                            Statistic(), (), 0.0)
+    function = (_slot(0, [3, 4, 2]),  # ambiguous; the weights separate B3 inside it: B3, by both lines
+                _slot(1, [16]),  # the demo's slot 2: each excludes the other's reading
+                _slot(2, [9, 8, 10, 11, 7], undetermined=True),  # the weights separate B8, within the interval
+                _slot(3, [9, 8, 10, 11, 7], undetermined=True),  # the weights separate B20, outside it: not named
+                _slot(4, [7, 8]))  # no reading from the weights: the function's
+    out = combine(function, reading)
+    assert out[0].candidates == (State(3),) and out[0].lines == "both" and not out[0].ambiguous
+    assert out[1].undetermined and out[1].lines == "disagree"
+    assert out[1].text() == "undetermined (function B16; weights B23 or B28)"
+    assert out[2].candidates == (State(8),) and out[2].lines == "weights" and not out[2].undetermined
+    assert out[2].needs().startswith("fc's weights separate B8")
+    assert out[3].undetermined and out[3].lines == "disagree" and "weights B20" in out[3].text()
+    assert out[4].candidates == (State(7), State(8)) and out[4].lines == "function"
