@@ -42,8 +42,8 @@ from ..states import State
 from .intervals import Interval
 
 K = 32  # right-singular vectors of a slot's block, eigenvectors of a state's moment
-RANK = 96  # the resampled moments are taken inside this many top directions of the full-corpus one
-RESAMPLES = 100
+RANK = 64  # the resampled moments are taken inside this many top directions of the full-corpus one
+RESAMPLES = 50
 NULL_DRAWS = 8
 LEVEL = 0.99
 SEED = 0
@@ -150,9 +150,18 @@ def _tokens(corpus) -> tuple[list[torch.Tensor], torch.Tensor]:
     return [s.detach().cpu().float()[valid] for s in corpus.states], unit
 
 
-def _top(m: torch.Tensor, k: int) -> torch.Tensor:
-    vals, vecs = torch.linalg.eigh(m)
-    return vecs[:, -k:]
+def _top(m: torch.Tensor, k: int, gen: torch.Generator, iters: int = 3) -> torch.Tensor:
+    """The top ``k`` eigenvectors of the symmetric ``m`` (ascending, as ``eigh``): a randomised subspace iteration
+    (``iters`` powers of ``m`` on ``k + 16`` random directions), then ``eigh`` of the small projected matrix; a
+    full ``eigh`` where ``k`` is most of ``m``'s size."""
+    n = m.shape[0]
+    if 2 * (k + 16) >= n:
+        return torch.linalg.eigh(m)[1][:, -k:]
+    q = torch.linalg.qr(m @ torch.randn(n, k + 16, generator=gen))[0]
+    for _ in range(iters):
+        q = torch.linalg.qr(m @ q)[0]
+    vals, vecs = torch.linalg.eigh(q.T @ m @ q)
+    return q @ vecs[:, -k:]
 
 
 def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples: int = RESAMPLES,
@@ -166,7 +175,7 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
     blocks = fc_blocks(draft, slots)
     ht = blocks[0].shape[1]
     k = max(1, min(stat.k, ht // 4, blocks[0].shape[0]))
-    rank = min(ht, max(RANK, 3 * k))
+    rank = min(ht, max(RANK, 2 * k))
     norms = _slot_norms(draft, slots, ht) if stat.normed else [None] * slots
     V = []  # [H_t, K] per slot, scaled by the singular values when weighted (then normalised to total 1 * K)
     for b in blocks:
@@ -182,8 +191,8 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
     weights = torch.stack([torch.bincount(torch.randint(0, G, (G,), generator=gen), minlength=G)
                            for _ in range(resamples)]).float()  # [R, G] prompt counts per resample
     # random blocks: nn.Linear's init (uniform), its right-singular subspace uniform whatever its scale
-    nulls = [torch.linalg.svd(torch.empty(blocks[0].shape).uniform_(-1, 1, generator=gen), full_matrices=False)[2][:k].T
-             for _ in range(NULL_DRAWS)]
+    nulls = [_top(r.T @ r, k, gen) for r in (torch.empty(blocks[0].shape).uniform_(-1, 1, generator=gen)
+                                             for _ in range(NULL_DRAWS))]
     full = torch.zeros(slots, len(cands))
     boot = torch.zeros(resamples, slots, len(cands))
     null_hi = [0.0] * slots
@@ -198,11 +207,10 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
             if stat.centred:
                 x = x - x.mean(0)
             m = x.T @ x
-            U = _top(m, rank)  # [H_t, R]
+            U = _top(m, rank, gen)  # [H_t, R]
             P = U[:, -k:]
             y = x @ U  # [N, R]
-            per = torch.zeros(G, rank, rank)
-            per.index_add_(0, unit, y[:, :, None] * y[:, None, :])
+            per = torch.stack([y[unit == g].T @ y[unit == g] for g in range(G)])  # [G, R, R]: each prompt's moment
             Mb = torch.einsum("rg,gab->rab", weights, per)
             Eb = torch.linalg.eigh(Mb)[1][:, :, -k:]  # [R, rank, K]
             for s in range(slots):
