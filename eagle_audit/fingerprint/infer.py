@@ -98,7 +98,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     from .weights import combine, read_weights
 
     say(f"reading fc's weights: {aux} slot(s) against {len(cands)} states")
-    weights = read_weights(draft, corpus, aux)
+    weights = read_weights(draft, corpus, aux) if getattr(draft, "fc", None) is not None else None  # no fc: no block
     say(f"searching {aux} slot(s) x {len(cands)} states from {len(start_idx)} starting wiring(s)")
     trace = search(scorer, start_idx, len(cands), give_up_below_top1=MIN_TOP1 / 2 if give_up else 0.0, progress=say)
     t3 = time.perf_counter()
@@ -140,7 +140,8 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     confidence = "none" if reason else ("ambiguous" if any(s.ambiguous for s in slots) else "high")
     search_info = {"starts": [{"name": n, "states": [cands[j].label() for j in w], "logprob": v}
                               for n, w, v in trace.starts],
-                   "weights": weights.to_json(), "sweeps": trace.sweeps, "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
+                   "weights": weights.to_json() if weights is not None else None, "sweeps": trace.sweeps,
+                   "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
                    "units": int(scorer.units.max()) + 1 if scorer.units.numel() else 0,
                    "ttt_steps": steps_info,
                    "interval": ("99% paired cluster-robust t interval, one unit per prompt (its continuation "

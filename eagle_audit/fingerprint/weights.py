@@ -32,10 +32,10 @@ this reading never names a slot alone: :func:`combine` names a slot only where i
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, replace
-from typing import Sequence
 from statistics import NormalDist
+from typing import Sequence
+
 import torch
 
 from ..states import State
