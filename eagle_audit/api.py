@@ -301,6 +301,7 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
     return run(inputs["target"], inputs["draft"], engine=inputs["engine"], trainer=inputs["trainer"],
                prompts=inputs["prompts"], prompt_ids=ids, max_prompts=max_prompts, max_tokens=max_tokens,
                max_new_tokens=max_new_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
-               server=_server(_renamed(server, states_server, "server", "states_server")), ttt_steps=ttt_steps, more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts,
+               states_server=_server(_renamed(server, states_server, "server", "states_server")), ttt_steps=ttt_steps,
+               more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts,
                confirm_prompts=CONFIRM_PROMPTS if confirm_prompts is None else confirm_prompts,
                confirm_prompt_ids=confirm_ids)

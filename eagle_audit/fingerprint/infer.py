@@ -95,10 +95,12 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     if not start_idx:  # nothing fits the checkpoint: evenly spread boundaries
         N = info.num_layers
         start_idx.append(("spread", tuple(index[State(round((k + 1) * N / (aux + 1)))] for k in range(aux))))
-    from .weights import combine, read_weights
+    from .weights import combine, read_weights, readable
 
-    say(f"reading fc's weights: {aux} slot(s) against {len(cands)} states")
-    weights = read_weights(draft, corpus, aux) if getattr(draft, "fc", None) is not None else None  # no fc: no block
+    weights = None  # no fc, or blocks too narrow for the reading (weights.WIDTH_PER_K): the function alone
+    if readable(draft, aux):
+        say(f"reading fc's weights: {aux} slot(s) against {len(cands)} states")
+        weights = read_weights(draft, corpus, aux)
     say(f"searching {aux} slot(s) x {len(cands)} states from {len(start_idx)} starting wiring(s)")
     trace = search(scorer, start_idx, len(cands), give_up_below_top1=MIN_TOP1 / 2 if give_up else 0.0, progress=say)
     t3 = time.perf_counter()

@@ -13,7 +13,7 @@ import torch
 from safetensors.torch import load_file
 
 from eagle_audit.fingerprint.result import SlotInference
-from eagle_audit.fingerprint.weights import combine, read_weights
+from eagle_audit.fingerprint.weights import WIDTH_PER_K, K, combine, read_weights, readable
 from eagle_audit.states import State
 
 from fp_canaries import CANARIES
@@ -48,6 +48,16 @@ def test_an_untouched_fc_gives_no_reading_in_any_slot(fp_corpus):
     assert [s.informed for s in reading.slots] == [False, False, False]
     assert all(s.text().startswith("no reading") for s in reading.slots)
     assert all(abs(a - 32 / 576) < 0.03 for s in reading.slots for a in s.alignment)  # K / H_t, as derived
+
+
+def test_narrow_blocks_are_not_read():
+    """Below WIDTH_PER_K * K per slot a random subspace covers too much of the space to separate neighbours: no
+    reading (the tiny 32-wide targets of the tests); a draft without an fc has none either."""
+    assert readable(_fc(_init((576, 3 * 576))), 3)
+    assert readable(_fc(_init((64, 3 * WIDTH_PER_K * K))), 3)
+    assert not readable(_fc(_init((64, 3 * (WIDTH_PER_K * K - 1)))), 3)
+    assert not readable(_fc(_init((32, 3 * 32))), 3)
+    assert not readable(types.SimpleNamespace(fc=None), 3)
 
 
 def _slot(index, candidates, undetermined=False, uninformed=False):

@@ -81,13 +81,16 @@ def test_a_smollm2_canary_reads_the_same_without_the_weights(sglang_pieces, sgla
     assert sj["top1"] == pytest.approx(lj["top1"], abs=1e-6) and sj["logprob"] == pytest.approx(lj["logprob"], abs=1e-5)
     for a, b in zip(served.slots, local.slots):
         assert list(a.candidates) == [c for c in b.candidates if c in searched], (a.text(), b.text())
-    assert served.verdict == local.verdict and sj["confidence"] == lj["confidence"] != "none"
+    # Measured here (4 prompts x 48 tokens): the function alone leaves every slot undetermined or wide (slot 2:
+    # B27, B25, B24 and, locally, B30); fc's weights separate B2, B15 and B27 from every state each source gives.
+    # The server does not capture B30+norm, so neither line can exclude it from the last slot: the served slot 2 is
+    # "B27 or B30+norm (not searched)" (ambiguous) where the local one, which read B30+norm too, is "B27". The
+    # served answer differs from the local one only by states the server does not capture.
+    assert served.verdict == local.verdict and lj["confidence"] != "none"
     assert [(f.code, f.slot) for f in served.findings] == [(f.code, f.slot) for f in local.findings]
-    # Measured here (4 prompts x 48 tokens): the local slot 2 admits B27, B25, B24 and B30: more than MAX_NAMED (3),
-    # so undetermined; without B30 in the search the served slot 2 is "B27 or B25 or B24" (the truth among them),
-    # and, the last slot, admits B30+norm, which no searched boundary stands in for ("... or B30+norm (not searched)").
-    # The guarded answer can only be narrower where the local list held a state the server does not capture.
-    for a, b in zip(sj["states"], lj["states"]):
-        assert a == b or (b is None and a is not None)
+    for a, b, slot in zip(sj["states"], lj["states"], served.slots):
+        extra = {u.label() for u in slot.unsearched}
+        assert a == b or (b is None and a is not None) or (isinstance(a, list) and set(a) - extra == {b}), (a, b)
+    assert sj["confidence"] == lj["confidence"] or any(s.unsearched for s in served.slots)
     last = served.slots[-1]
     assert last.undetermined or (last.unsearched == (final_normed(n),) and "B30+norm (not searched)" in last.text())

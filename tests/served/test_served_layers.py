@@ -73,7 +73,7 @@ def test_cli_layers_server(fake, served_target, served_target_no_weights, make_d
     assert [(f["code"], f["slot"]) for f in data["findings"]] == [("ENGINE_STATE_MISMATCH", 1)]
     with serving(fake()) as url:  # no weights: one line naming what the server lacks, exit 2
         r = cli("-t", served_target_no_weights, "-d", draft, "--trained-boundaries", "0,3,4", "--max-prompts", "2",
-                "--server", url)
+                "--states-server", url)
     assert r.exit_code == 2 and "cannot give B0" in r.stderr and len(r.stderr.strip().splitlines()) <= 2, r.stderr
 
 

@@ -136,6 +136,8 @@ def _fingerprint_json(r) -> dict:
     d = r.to_json()
     d.pop("provenance")
     d["search"].pop("seconds", None)
+    if d["search"].get("weights"):
+        d["search"]["weights"].pop("seconds")  # wall time, not a result
     return d
 
 
@@ -152,7 +154,7 @@ def test_fingerprint_without_weights_gives_the_local_answer(fake, served_target,
     kw = dict(prompt_ids=FP_PROMPTS, max_new_tokens=24, dtype="float32", use_installed_engine=False)
     everything = fingerprint(str(served_target), str(canary), **kw)
     with serving(fake()) as url:
-        served = fingerprint(str(served_target_no_weights), str(canary), server=url, **kw)
+        served = fingerprint(str(served_target_no_weights), str(canary), states_server=url, **kw)
     local = open_source(SourceRequest(str(served_target), dtype="float32"))
     local.spec = replace(local.spec, states=tuple(_capture(served_target).states))
     same = run_fingerprint(FingerprintOptions(str(served_target), str(canary), use_installed_engine=False,
@@ -206,7 +208,7 @@ def test_cli_fingerprint_and_accept_rate_on_a_weights_free_target(fake, served_t
         assert r.exit_code == 2 and "--states-server takes every target state" in r.stderr, r.output
         r = run(app, ["fingerprint", "-t", str(served_target), "-d", str(canary), "--states-server", url,
                       "--max-prompts", "1"])
-        assert r.exit_code == 2 and "--server takes every target state" in r.stderr, r.output
+        assert r.exit_code == 2 and "--states-server takes every target state" in r.stderr, r.output
     import typer
 
     cmd = typer.main.get_command(app).commands["accept-rate"]
