@@ -21,7 +21,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .errors import BadArgument, BadOption, param, shown
+from .accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
+from .errors import BadArgument, OutOfRange, param, shown
 from .states import State
 
 if TYPE_CHECKING:
@@ -38,23 +39,74 @@ PathLike = str | os.PathLike
 Progress = Callable[[int, int], None]
 
 
+#: What each annotation of a public function accepts (:func:`_checked`): a type check and the words of its message.
+#: Annotations not listed here (sequences, a Server, a loaded target) are checked by the function itself.
+_KINDS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "bool": (lambda v: isinstance(v, bool), "True or False"),
+    "int": (lambda v: isinstance(v, int) and not isinstance(v, bool), "an int"),
+    "float": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool), "a number"),
+    "str": (lambda v: isinstance(v, str), "a str"),
+    "PathLike": (lambda v: isinstance(v, (str, os.PathLike)), "a str or os.PathLike"),
+    "Progress": (callable, "a callable progress(done, total)"),
+}
+
+
+#: The ranges of the numeric parameters, as the CLI's options bound them (cli/options.py): (low, high or None).
+_RANGES = {"max_prompts": (1, None), "max_tokens": (1, None), "gen_batch": (1, None), "num_steps": (1, MAX_NUM_STEPS),
+           "topk": (1, MAX_TOPK), "num_draft_tokens": (2, None), "max_new_tokens": (2, MAX_NEW_TOKENS),
+           "ttt_steps": (1, 8), "more_prompts": (0, None), "confirm_prompts": (0, None), "tolerance": (0, None),
+           "fail_under": (0, None)}
+
+
+def _in_range(name: str, value) -> None:
+    lo, hi = _RANGES[name]
+    if value < lo or (hi is not None and value > hi) or value != value:  # NaN is in no range
+        kind = "an integer" if isinstance(value, int) else "a number"
+        bound = f">= {lo}" if hi is None else f"in {lo}..{hi}"
+        raise OutOfRange(f"{param(name)}: must be {kind} {bound}, got {shown(value)}")
+
+
+def _checked(fn):
+    """``fn`` with every argument whose annotation :data:`_KINDS` knows checked before it runs: a wrong type (a
+    string where a boolean belongs, None where the annotation does not allow it, a number where a callable does)
+    is :class:`BadArgument`, one line naming the parameter, as the CLI's option check words it."""
+    import functools
+    import inspect
+
+    sig = inspect.signature(fn)
+    rules = {}
+    for name, p in sig.parameters.items():
+        parts = [s.strip() for s in str(p.annotation).split("|")]
+        optional = "None" in parts
+        kinds = [k for k in parts if k != "None"]
+        if len(kinds) == 1 and kinds[0] in _KINDS:
+            rules[name] = (*_KINDS[kinds[0]], optional)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise BadArgument(f"{fn.__name__}(): {e}") from None
+        for name, value in bound.arguments.items():
+            if name not in rules:
+                continue
+            ok, words, optional = rules[name]
+            if value is None and optional:
+                continue
+            if not ok(value):
+                raise BadArgument(f"{param(name)}: expected {words}, got {type(value).__name__}")
+            if name in _RANGES and value is not None:
+                _in_range(name, value)
+        return fn(*args, **kwargs)
+
+    return call
+
+
 def _path(value, name: str) -> str:
     if isinstance(value, (str, os.PathLike)):
         return os.fspath(value)
     raise BadArgument(f"{param(name)}: expected a str or os.PathLike, got {type(value).__name__}")
-
-
-def _counts(**values) -> None:
-    """Each ``name=(value, lo, hi)`` an integer in ``lo..hi`` (``hi`` None: no upper bound), as the CLI's option
-    checks it (cli/options.py); else the CLI's one-line message, as :class:`BadOption`."""
-    for name, (value, lo, hi) in values.items():
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise BadArgument(f"{param(name)}: expected an int, got {type(value).__name__}")
-        if value < lo or (hi is not None and value > hi):
-            bound = f">= {lo}" if hi is None else f"in {lo}..{hi}"
-            raise BadOption(f"{param(name)}: must be an integer {bound}, got {shown(value)}")
 
 
 def _texts(**values) -> None:
@@ -102,6 +154,17 @@ def _ints(values, name: str) -> tuple[int, ...] | None:
     return tuple(values)
 
 
+def _id_lists(values, name: str) -> tuple[tuple[int, ...], ...] | None:
+    """Token ids of several prompts: a sequence of sequences of ints (None: not given)."""
+    if values is None:
+        return None
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise BadArgument(f"{param(name)}: expected a sequence of token-id sequences such as [[1, 2], [3]], "
+                          f"got {type(values).__name__}")
+    return tuple(_ints(p, name) for p in values)
+
+
+@_checked
 def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
                  trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
                  trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
@@ -122,12 +185,11 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
     at run time, in its convention; ``static`` checks configs only (no weights loaded, no cosines)."""
     from .layers.run import LayersOptions, run_layers
 
-    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None))
     _texts(device=device, dtype=dtype, device_map=device_map)
     opts = LayersOptions(**_inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts),
                          max_prompts=max_prompts, max_tokens=max_tokens, device=device, dtype=dtype,
                          device_map=device_map, static=static, scan=scan, use_installed_engine=use_installed_engine,
-                         states_server=_server(_renamed(server, states_server, "server", "states_server")))
+                         states_server=_states_server(server, states_server))
     return run_layers(opts, progress=progress)
 
 
@@ -145,19 +207,23 @@ def _server(server, name: str = "states_server", **reach):
     return Server(server, **{k: v for k, v in reach.items() if v is not None})
 
 
-def _renamed(old_value, new_value, old: str, new: str):
-    """``new_value``, or ``old_value`` under its earlier keyword ``old`` (one release, with a DeprecationWarning)."""
-    if old_value is None:
-        return new_value
+def _states_server(server, states_server, **reach):
+    """The states server: ``states_server``, or ``server``, its earlier keyword here (one release, with a
+    DeprecationWarning), as :func:`_server` builds it (an error names the keyword given)."""
+    if server is None:
+        return _server(states_server, "states_server", **reach)
     import warnings
 
-    if new_value is not None:
-        raise BadArgument(f"{param(old)} and {param(new)} name the same server: give {param(new)} only")
-    warnings.warn(f"{old}= is deprecated here: use {new}= (server= names the server under test in accept_rate only)",
-                  DeprecationWarning, stacklevel=3)
-    return old_value
+    if states_server is not None:
+        raise BadArgument(f"{param('server')} and {param('states_server')} name the same server: give "
+                          f"{param('states_server')} only")
+    built = _server(server, "server", **reach)
+    warnings.warn("server= is deprecated here: use states_server= (server= names the server under test in "
+                  "accept_rate only)", DeprecationWarning, stacklevel=4)
+    return built
 
 
+@_checked
 def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
                 trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
                 trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None,
@@ -176,13 +242,10 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
     earlier flat form, kept; a Server carries them)."""
     from .accept.run import AcceptOptions, run_accept
 
-    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None), gen_batch=(gen_batch, 1, None))
     _texts(device=device, dtype=dtype, device_map=device_map, server_kind=server_kind)
     inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
     under_test = _server(server, "server", kind=server_kind, api_key=server_api_key)
-    ids = None
-    if prompt_ids is not None:
-        ids = tuple(_ints(p, "prompt_ids") for p in prompt_ids)
+    ids = _id_lists(prompt_ids, "prompt_ids")
     opts = AcceptOptions(**inputs, prompt_ids=ids,
                          max_prompts=max_prompts, max_tokens=max_tokens, num_steps=num_steps, topk=topk,
                          num_draft_tokens=num_draft_tokens, max_new_tokens=max_new_tokens, tolerance=tolerance,
@@ -191,6 +254,7 @@ def accept_rate(target: PathLike | None = None, draft: PathLike | None = None, *
     return run_accept(opts, progress=progress)
 
 
+@_checked
 def check(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
           trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
           trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
@@ -211,7 +275,6 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
     deprecated name."""
     from .check.run import CheckOptions, run_check
 
-    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None), gen_batch=(gen_batch, 1, None))
     _texts(device=device, dtype=dtype, device_map=device_map, server_kind=server_kind)
     inputs = _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, prompts)
     if isinstance(fail_under_positions, (str, bytes)) or not isinstance(fail_under_positions, Sequence):
@@ -222,12 +285,13 @@ def check(target: PathLike | None = None, draft: PathLike | None = None, *, engi
                         tolerance=tolerance, gen_batch=gen_batch, fail_under=fail_under,
                         fail_under_positions=tuple(fail_under_positions), device=device, dtype=dtype,
                         device_map=device_map, use_installed_engine=use_installed_engine,
-                        states_server=_server(_renamed(server, states_server, "server", "states_server"),
+                        states_server=_states_server(server, states_server,
                                               kind=server_kind, api_key=server_api_key,
                                               hidden_states_dir=_optional_path(hidden_states_dir, "hidden_states_dir")))
     return run_check(opts, progress=progress)
 
 
+@_checked
 def load_target(target: PathLike | None = None, *, device: str = "cpu", dtype: str = "auto",
                 device_map: str | None = None) -> LoadedTarget:
     """Load a target once (to capture from it several times): a local HF directory, a hub id already in
@@ -237,6 +301,7 @@ def load_target(target: PathLike | None = None, *, device: str = "cpu", dtype: s
     return load(default_target() if target is None else _path(target, "target"), device, dtype, device_map)
 
 
+@_checked
 def capture(target: PathLike | LoadedTarget | None, inputs: str | Sequence[int],
             states: Sequence[State | int] | None = None, *, device: str = "cpu",
             dtype: str = "auto") -> dict[State, torch.Tensor]:
@@ -254,12 +319,15 @@ def capture(target: PathLike | LoadedTarget | None, inputs: str | Sequence[int],
     from .errors import AuditError, param
     from .states import all_states, as_states
 
+    asked = _states(states, "states")  # the types first: nothing is loaded for a call that cannot run
+    if not isinstance(inputs, (str, Sequence)):
+        raise BadArgument(f"{param('inputs')}: expected a text or a sequence of token ids, got {type(inputs).__name__}")
+    if not isinstance(inputs, str):
+        _ints(inputs, "inputs")
     loaded = target if hasattr(target, "stack") and hasattr(target, "info") else load_target(
         target, device=device, dtype=dtype)
     n = loaded.info.num_layers
-    wanted = all_states(n) if states is None else as_states(_states(states, "states"), n, param("states"))
-    if not isinstance(inputs, (str, Sequence)):
-        raise BadArgument(f"{param('inputs')}: expected a text or a sequence of token ids, got {type(inputs).__name__}")
+    wanted = all_states(n) if asked is None else as_states(asked, n, param("states"))
     if isinstance(inputs, str):
         if loaded.tokenizer is None:
             raise AuditError(f"{param('inputs')}: the target has no tokenizer; give token ids")
@@ -268,11 +336,17 @@ def capture(target: PathLike | LoadedTarget | None, inputs: str | Sequence[int],
         ids = list(_ints(inputs, "inputs"))
     if not ids:
         raise AuditError(f"{param('inputs')}: no tokens")
+    vocab = loaded.info.vocab_size
+    bad = [i for i in ids if i < 0 or (vocab and i >= vocab)]
+    if bad:
+        raise OutOfRange(f"{param('inputs')}: token id {bad[0]} is outside the target's vocabulary "
+                         f"(0..{vocab - 1})" if vocab else f"{param('inputs')}: token id {bad[0]} is negative")
     with torch.inference_mode():
         caps = capture_states(loaded, torch.tensor([ids]), wanted)
     return {s: caps[s][0] for s in wanted}
 
 
+@_checked
 def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
                 trainer: PathLike | None = None, prompts: PathLike | None = None,
                 prompt_ids: Sequence[Sequence[int]] | None = None, max_prompts: int = 8, max_tokens: int = 256,
@@ -292,16 +366,12 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
     from .fingerprint.api import fingerprint as run
 
     inputs = _inputs(target, draft, engine, trainer, None, None, prompts)
-    _counts(max_prompts=(max_prompts, 1, None), max_tokens=(max_tokens, 1, None),
-            max_new_tokens=(max_new_tokens, 2, None), ttt_steps=(ttt_steps, 1, 8), more_prompts=(more_prompts, 0, None),
-            confirm_prompts=(confirm_prompts, 0, None))
     _texts(device=device, dtype=dtype)
-    ids = None if prompt_ids is None else tuple(_ints(p, "prompt_ids") for p in prompt_ids)
-    confirm_ids = None if confirm_prompt_ids is None else tuple(_ints(p, "confirm_prompt_ids") for p in confirm_prompt_ids)
+    ids, confirm_ids = _id_lists(prompt_ids, "prompt_ids"), _id_lists(confirm_prompt_ids, "confirm_prompt_ids")
     return run(inputs["target"], inputs["draft"], engine=inputs["engine"], trainer=inputs["trainer"],
                prompts=inputs["prompts"], prompt_ids=ids, max_prompts=max_prompts, max_tokens=max_tokens,
                max_new_tokens=max_new_tokens, device=device, dtype=dtype, use_installed_engine=use_installed_engine,
-               states_server=_server(_renamed(server, states_server, "server", "states_server")), ttt_steps=ttt_steps,
+               states_server=_states_server(server, states_server), ttt_steps=ttt_steps,
                more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts,
                confirm_prompts=CONFIRM_PROMPTS if confirm_prompts is None else confirm_prompts,
                confirm_prompt_ids=confirm_ids)

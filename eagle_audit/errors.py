@@ -98,6 +98,10 @@ class OutputRefused(AuditError):
     """An output path that would overwrite an input or unrelated data, or that cannot be written."""
 
 
+class OutOfRange(BadOption, ValueError):
+    """A value of the right type outside its range (a negative boundary, a count of 0): also a ``ValueError``."""
+
+
 class BadArgument(BadOption, TypeError):
     """A Python API argument of the wrong type (a text where a sequence is meant, None where a path is): the
     package's own error, with the one-line message the CLI prints; also a ``TypeError``."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from .errors import AuditError, param
+from .errors import AuditError, BadArgument, OutOfRange, param, shown
 
 
 @dataclass(frozen=True, order=True)
@@ -30,8 +30,13 @@ class State:
     normed: bool = False
 
     def __post_init__(self) -> None:
+        if isinstance(self.boundary, bool) or not isinstance(self.boundary, int):
+            raise BadArgument(f"{param('boundary')}: expected an int (State(3) is B3), got {shown(self.boundary)}")
+        if not isinstance(self.normed, bool):
+            raise BadArgument(f"{param('normed')}: expected True or False, got {shown(self.normed)}")
         if self.boundary < 0:
-            raise ValueError(f"boundary must be >= 0, got {self.boundary}")
+            raise OutOfRange(f"{param('boundary')}: must be an integer >= 0 (B0 is the embedding output), "
+                             f"got {self.boundary}")
 
     def label(self, num_layers: int | None = None) -> str:
         if self.normed:

@@ -201,3 +201,86 @@ def test_api_names_survive_importing_submodules_of_the_same_name():
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True", "True", "capture_states", "run_check", "run_fingerprint",
                                   "['target',", "'draft']"]
+
+
+def _public():
+    """Every public function of the package (``eagle_audit.__all__``), with its signature."""
+    import inspect
+
+    for name in eagle_audit.__all__:
+        obj = getattr(eagle_audit, name)
+        if name in ("__version__", "AuditError", "State"):
+            continue
+        yield name, obj, inspect.signature(obj)
+
+
+def _wrong_values(annotation: str, default):
+    """Values of the wrong type for a parameter annotated ``annotation``: a string where a boolean belongs, None
+    where None is not allowed, a number where a path, text or callable belongs, an object where anything does."""
+    parts = {p.strip() for p in annotation.split("|")}
+    out = [object()]
+    if "None" not in parts and default is not None:
+        out.append(None)
+    if "bool" in parts:
+        out += ["yes", 1]
+    if parts & {"int", "float"}:
+        out += ["3", True]
+    if parts & {"str", "PathLike"}:
+        out += [5, b"x"]
+    if "Progress" in parts:
+        out += [5, "print"]
+    return out
+
+
+def test_every_public_signature_refuses_wrong_types_before_any_work():
+    """Issue 35: a walk over every public signature: each parameter given values of the wrong type raises the
+    package's own error, one line naming the parameter (and a TypeError), before a model is loaded. The demo's
+    inputs stand for the others (target=None, draft=None); ``capture`` is given a path it never loads."""
+    from eagle_audit.errors import BadArgument
+
+    walked = 0
+    for name, fn, sig in _public():
+        for pname, p in sig.parameters.items():
+            if pname in ("target", "draft") and name != "capture":
+                continue  # None is the demo: a value the checks never reach here would load it
+            for value in _wrong_values(str(p.annotation), p.default):
+                args = {"inputs": [1, 2]} if name == "capture" and pname != "inputs" else {}
+                if name == "capture" and pname != "target":
+                    args["target"] = "/nonexistent/never-loaded"
+                args[pname] = value
+                with pytest.raises(BadArgument) as info:
+                    fn(**args)
+                msg = str(info.value)
+                assert msg.startswith(f"`{pname}`") or msg.startswith(f"{name}():"), (name, pname, value, msg)
+                assert "\n" not in msg
+                walked += 1
+    assert walked > 150
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: eagle_audit.fingerprint(max_prompts=None), "`max_prompts`: expected an int, got NoneType"),
+    (lambda: audit_layers(progress=5), "`progress`: expected a callable progress(done, total), got int"),
+    (lambda: audit_layers(static="yes"), "`static`: expected True or False, got str"),
+    (lambda: eagle_audit.accept_rate(num_steps=0), "`num_steps`: must be an integer in 1..32, got 0"),
+    (lambda: eagle_audit.accept_rate(tolerance=-0.5), "`tolerance`: must be a number >= 0, got -0.5"),
+    (lambda: eagle_audit.check(fail_under=float("nan")), "`fail_under`: must be a number >= 0, got nan"),
+    (lambda: audit_layers(None, None, None), "audit_layers(): too many positional arguments"),
+])
+def test_the_issue_s_raw_errors_are_the_package_s(call, message):
+    """Each raised a raw TypeError (or was taken as True) before: now one line naming the parameter."""
+    with pytest.raises(AuditError) as info:
+        call()
+    assert str(info.value) == message
+
+
+def test_capture_refuses_token_ids_outside_the_vocabulary(tiny_targets):
+    """``capture(None, [1, 2, 99999999], [0])`` raised IndexError "index out of range in self" from the embedding."""
+    from eagle_audit.errors import OutOfRange
+
+    loaded = load_target(tiny_targets["llama"].path)
+    v = loaded.info.vocab_size
+    with pytest.raises(OutOfRange, match=rf"^`inputs`: token id {v} is outside the target's vocabulary \(0..{v - 1}\)$"):
+        capture(loaded, [1, 2, v], [0])
+    with pytest.raises(OutOfRange, match="token id -1"):
+        capture(loaded, [-1], [0])
+    assert capture(loaded, [1, v - 1], [0])[State(0)].shape[0] == 2

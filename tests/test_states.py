@@ -6,9 +6,20 @@ from eagle_audit.errors import AuditError, param
 from eagle_audit.states import State, all_states, final_normed, labels, parse_states
 
 
-def test_state_rejects_negative_boundary():
-    with pytest.raises(ValueError, match="boundary must be >= 0"):
+def test_state_rejects_negative_boundary_and_other_types():
+    """The package's own errors, one line naming the field (issue 35: ``State('3')`` raised a TypeError from a
+    comparison, ``State(-1)`` a bare ValueError); still a ValueError / TypeError for code catching those."""
+    from eagle_audit.errors import BadArgument, OutOfRange
+
+    with pytest.raises(OutOfRange, match=r"^`boundary`: must be an integer >= 0 \(B0 is the embedding output\), got -1$"):
         State(-1)
+    for bad in ("3", 3.0, None, True):
+        with pytest.raises(BadArgument, match="^`boundary`: expected an int"):
+            State(bad)
+    with pytest.raises(BadArgument, match="^`normed`: expected True or False"):
+        State(3, normed="yes")
+    assert issubclass(OutOfRange, ValueError) and issubclass(BadArgument, TypeError)
+    assert issubclass(OutOfRange, AuditError) and issubclass(BadArgument, AuditError)
 
 
 def test_states_are_frozen_hashable_and_ordered():
