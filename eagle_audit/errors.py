@@ -98,6 +98,11 @@ class OutputRefused(AuditError):
     """An output path that would overwrite an input or unrelated data, or that cannot be written."""
 
 
+class CouldNotMeasure(AuditError):
+    """A measurement that could not be taken for a reason outside the draft (a server that fails where no engine
+    rule predicts it): exit 2, never a verdict."""
+
+
 class OutOfRange(BadOption, ValueError):
     """A value of the right type outside its range (a negative boundary, a count of 0): also a ``ValueError``."""
 

@@ -297,8 +297,9 @@ def arbitrate(scored: Sequence[Scored], live_al: float, trained_al: float | None
 
 
 def server_failed(error: str, cands: Sequence[Candidate], served_al: float | None) -> Arbitration:
-    """The server failed on the audited requests: it cannot serve the draft. What each candidate engine wiring was
-    statically predicted to do."""
+    """The server failed on the audited requests. Where an engine rule predicts the failure (a candidate wiring
+    fails statically), it cannot serve the draft: a mismatch, with what each candidate was predicted to do; where
+    none does, :class:`~eagle_audit.errors.CouldNotMeasure` (exit 2): the server's failure, not the draft's."""
     predicted = []
     failing = []
     for c in cands:
@@ -311,8 +312,14 @@ def server_failed(error: str, cands: Sequence[Candidate], served_al: float | Non
         else:
             extra = f", simulated {_fmt(served_al)}" if c.kind == "served" and served_al is not None else ""
             predicted.append(f"{names}: serves {', '.join(s.label() for s in c.states)}{extra}")
-    agree = (f"; the failure is what {' and '.join(failing)} predicts" if failing else
-             "; no engine rule eagle-audit knows predicts it: see the server's log")
+    if not failing:  # the server's own failure (overloaded, broken, out of memory): not the draft's
+        from ..errors import CouldNotMeasure
+
+        raise CouldNotMeasure(f"could not measure: the server failed on the audited requests ({error}), and no "
+                              f"engine rule eagle-audit knows predicts that for this draft (the static audit: "
+                              f"{'; '.join(predicted)}): a failure of the server, not a verdict on the draft",
+                              hint="see the server's log, and run again once it serves")
+    agree = f"; the failure is what {' and '.join(failing)} predicts"
     return Arbitration(SERVER_FAILED, f"the server failed on the audited requests ({error}): it does not serve this "
                        f"draft{agree}", mismatch=True, server_failure=error, predicted=tuple(predicted),
                        candidates=tuple(Scored(c) for c in cands))

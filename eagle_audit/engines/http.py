@@ -67,6 +67,29 @@ class Reply:
     status: int
     body: bytes
     content_type: str
+    retry_after: float | None = None  # seconds, from a Retry-After header (delay or HTTP date); None: none given
+
+
+MAX_RETRIES = 5  # 503 / 429 replies with Retry-After retried per request
+
+
+def _retry_after(value: str | None) -> float | None:
+    """A Retry-After header's wait in seconds (RFC 9110: a delay in seconds or an HTTP date), None if absent or
+    unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    import datetime
+
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
 
 
 class Http:
@@ -77,12 +100,33 @@ class Http:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ServerError(f"server {url!r}: not an http:// or https:// URL")
         self.url, self.parts, self.key, self.timeout, self.clock = url.rstrip("/"), parts, key, timeout, clock
+        self.waits: list[str] = []  # the Retry-After waits of this reading, in words
         self.base_path = parts.path.rstrip("/")
 
     def request(self, method: str, path: str, body: dict | None = None, auth: bool = True,
                 sink: Callable[[bytes], None] | None = None) -> Reply:
-        """One request under both deadlines. ``sink``: a 200 reply's body is handed to it chunk by chunk as
-        it arrives, with no size cap (the reply's ``body`` is then empty); any other reply is read capped."""
+        """One request under both deadlines; a 503 or 429 with ``Retry-After`` is retried after the wait the server
+        asks for, while the whole reading's deadline allows (at most :data:`MAX_RETRIES` times; each wait is
+        recorded in :attr:`waits`, which the readings carry as notes). ``sink``: a 200 reply's body is handed to
+        it chunk by chunk as it arrives, with no size cap (the reply's ``body`` is then empty); any other reply
+        is read capped."""
+        for attempt in range(MAX_RETRIES + 1):
+            reply = self._once(method, path, body, auth, sink)
+            wait = reply.retry_after if reply.status in (429, 503) else None
+            if wait is None or attempt == MAX_RETRIES:
+                return reply
+            left = self.clock.left()
+            if wait > left - 1.0:
+                raise ServerError(f"server {self.url}{path}: HTTP {reply.status}{_error_text(reply.body)}; it asks to "
+                                  f"retry after {wait:g} s, past what is left of the deadline ({max(left, 0):.0f} s)",
+                                  hint="the server is busy or starting: run again later, or give the reading a longer deadline")
+            self.waits.append(f"server {self.url}{path}: HTTP {reply.status}, retried after the {wait:g} s its "
+                              "Retry-After asked")
+            time.sleep(wait)
+        return reply  # pragma: no cover - the loop returns
+
+    def _once(self, method: str, path: str, body: dict | None, auth: bool,
+              sink: Callable[[bytes], None] | None) -> Reply:
         limit = min(self.timeout, self.clock.left())
         if limit <= 0:
             raise ServerTimeout(f"server {self.url}: the reading ran past its deadline of {self.clock.deadline:g} s")
@@ -133,7 +177,12 @@ class Http:
                 raise OSError("cut at the deadline")
             if len(raw) > MAX_REPLY_BYTES:
                 raise BadServerReply(f"server {self.url}{path}: reply larger than {MAX_REPLY_BYTES >> 20} MiB")
-            return Reply(resp.status, raw, resp.getheader("Content-Type") or "")
+            length = (resp.getheader("Content-Length") or "").strip()
+            if length.isdigit() and len(raw) < int(length):  # read(amt) returns short, not IncompleteRead
+                raise BadServerReply(f"server {self.url}{path}: the reply ended early ({len(raw)} of {length} "
+                                     "bytes): the connection was closed mid-reply")
+            return Reply(resp.status, raw, resp.getheader("Content-Type") or "",
+                         _retry_after(resp.getheader("Retry-After")))
         except (OSError, http.client.HTTPException) as e:
             if fired.is_set() or isinstance(e, (socket.timeout, TimeoutError)):
                 what = f"per-request timeout of {self.timeout:g} s" if per_request else \
@@ -148,6 +197,11 @@ class Http:
             conn.close()
 
     def _unreachable(self, e: BaseException) -> ServerError:
+        if isinstance(e, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError,
+                          http.client.RemoteDisconnected)):
+            return ServerError(f"server {self.url}: the connection was closed before a reply ({type(e).__name__}): "
+                               "the server dropped the request", hint="see the server's log: it may have crashed "
+                               "or restarted")
         reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
         return ServerError(f"server {self.url}: unreachable ({short(reason)})",
                            hint="is the server running and the URL right?")

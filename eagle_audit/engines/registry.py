@@ -62,9 +62,9 @@ def read_server(url: str | Server, prompts: Sequence[Sequence[int]], max_new: in
     clock = Clock(opts.deadline)
     kind = detect(opts)
     key, source = resolve_key(opts.api_key, kind)
-    reading = engine(kind).read_acceptance(Http(opts.url, key, opts.timeout, clock), prompts, max_new, expected,
-                                           progress)
-    return ServerReading(**{**reading.__dict__, "key_source": source})
+    http_ = Http(opts.url, key, opts.timeout, clock)
+    reading = engine(kind).read_acceptance(http_, prompts, max_new, expected, progress)
+    return ServerReading(**{**reading.__dict__, "key_source": source, "notes": reading.notes + tuple(http_.waits)})
 
 
 def read_served_states(opts: Server, prompts: Sequence[Sequence[int]], capture: Capture, *,

@@ -233,3 +233,66 @@ def test_a_server_that_fails_on_the_requests(smol_target, smol_base, tmp_path):
     pred = " | ".join(arb.predicted)
     assert "vllm-v1: UNREACHABLE_LAYER" in pred and "served: serves B2, B15, B27" in pred, pred
     assert "predicts" in arb.message and "vllm-v1" in arb.message
+
+
+# ----------------------------------------------------------------------------- a server's own failure (issue 35)
+
+
+@pytest.fixture(scope="module")
+def plain_base(tiny_base, tiny_canary):
+    """The tiny canary as train-canary writes it: SGLang serves its trained wiring, no engine rule fails it."""
+    base, cases = tiny_base
+    return {**base, "draft": str(tiny_canary)}, cases
+
+
+def _sglang_server(tiny_target, base, cases, **faults) -> WiredServer:
+    r = run_accept(AcceptOptions(engine="sglang", **base), source=tiny_target)
+    assert not r.failures, r.failures
+    return WiredServer("sglang", table_of(cases, r.stats["served"]), 3, **faults)
+
+
+def _cli(base, url, tmp_path):
+    args = ["-t", base["target"], "-d", base["draft"], "--trained-boundaries", "1,3,5", "--max-prompts", 2,
+            "--max-new-tokens", 24, "--server", url, "--server-deadline", 60, "--json", tmp_path / "r.json"]
+    return CliRunner().invoke(app, list(map(str, args)))
+
+
+def test_a_server_error_no_rule_predicts_is_could_not_measure(tiny_target, plain_base, tmp_path):
+    """An SGLang server answering HTTP 500 to /generate where no engine rule predicts a failure (SGLang serves this
+    draft statically): not "mismatch" (exit 1) but "could not measure", exit 2, with the server's error and what
+    the static audit predicts; no JSON verdict is written."""
+    base, cases = plain_base
+    with serving(_sglang_server(tiny_target, base, cases, dead=True)) as url:
+        res = _cli(base, url, tmp_path)
+    assert res.exit_code == 2, res.output
+    err = " ".join(res.stderr.split())
+    assert err.startswith("error: could not measure: the server failed on the audited requests"), err
+    assert "HTTP 500: Internal server error" in err and "served: serves" in err and "not a verdict" in err
+    assert "Traceback" not in res.output and not (tmp_path / "r.json").exists()
+
+
+def test_a_503_with_retry_after_is_retried_and_said(tiny_target, plain_base, tmp_path):
+    """A 503 with Retry-After (the server busy) is waited out within the deadline and the reading goes on; the wait
+    is in the reading's notes. A Retry-After past the deadline is one line, exit 2."""
+    base, cases = plain_base
+    wired = _sglang_server(tiny_target, base, cases, busy=[(503, 1), (429, 0)])
+    with serving(wired) as url:
+        r = run_accept(AcceptOptions(engine="sglang", server=url, **base), source=tiny_target)
+    assert r.server is not None and r.server.requests == len(cases) and wired.busy == []
+    said = " ".join(r.server.notes)
+    assert "HTTP 503, retried after the 1 s its Retry-After asked" in said and "HTTP 429" in said
+    wired = _sglang_server(tiny_target, base, cases, busy=[(503, 3600)])
+    with serving(wired) as url:
+        res = _cli(base, url, tmp_path)
+    assert res.exit_code == 2 and "asks to retry after 3600 s, past what is left of the deadline" in res.stderr, \
+        res.output
+
+
+@pytest.mark.parametrize("fault, words", [("reset", "the connection was closed before a reply"),
+                                          ("cut", "the reply ended early")])
+def test_a_server_that_drops_the_connection(fault, words, tiny_target, plain_base, tmp_path):
+    """A connection reset, and a server that dies mid-reply: one line naming what happened, exit 2."""
+    base, cases = plain_base
+    with serving(_sglang_server(tiny_target, base, cases, **{fault: True})) as url:
+        res = _cli(base, url, tmp_path)
+    assert res.exit_code == 2 and words in res.stderr and "Traceback" not in res.output, res.output

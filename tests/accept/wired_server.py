@@ -36,6 +36,9 @@ class WiredServer:
     steps: int
     uncut_last: int = 0  # vLLM: drafts the last verify of a request accepted beyond the cut (at most steps)
     dead: bool = False  # the engine died at the first request: HTTP 500 from then on
+    busy: list = field(default_factory=list)  # (status, Retry-After) answered to the first generation requests, in turn
+    reset: bool = False  # every generation request: the connection closed with no reply
+    cut: bool = False  # every generation reply: headers and half the body, then the connection closed
     counters: dict = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -126,6 +129,31 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         s: WiredServer = self.server.wired
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+        if s.reset:
+            self.close_connection = True
+            return self.connection.shutdown(2)
+        with s.lock:
+            busy = s.busy.pop(0) if s.busy else None
+        if busy is not None:
+            code, after = busy
+            raw = json.dumps({"error": {"message": "Service Unavailable: the server is overloaded"}}).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            if after is not None:
+                self.send_header("Retry-After", str(after))
+            self.end_headers()
+            return self.wfile.write(raw)
+        if s.cut:
+            code, reply = s.complete(body) if s.kind == "vllm" else s.generate(body)
+            raw = json.dumps(reply).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw[: len(raw) // 2])
+            self.close_connection = True
+            return self.connection.shutdown(2)
         if s.kind == "vllm" and self.path == "/v1/completions":
             return self._send(*s.complete(body))
         if s.kind == "sglang" and self.path == "/generate":
