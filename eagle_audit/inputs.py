@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .conventions import Convention
@@ -94,7 +95,7 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
             target = source
         else:
             if status:
-                status(f"loading target {opts.target}")
+                status(f"loading target {Path(opts.target).name or opts.target}")
             target = open_source(request or states_from(opts, device_map=device_map), status)
         info = target.info
     else:

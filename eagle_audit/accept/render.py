@@ -102,7 +102,7 @@ def _render_arbiter(result: AcceptResult, console: Console) -> None:
             else:
                 table.add_row(c.label, states, _fmt(sc.accept_length), " ".join(f"{p:.2f}" for p in sc.per_position),
                               "[green]yes[/]" if sc.matches else "no")
-        console.print(table)
+        print_table(console, table)
     for line in arb.predicted:
         console.print(f"  static prediction: {line}", highlight=False, markup=False)
     for note in arb.notes:

@@ -52,7 +52,7 @@ def render_served(result, console: Console) -> None:
     console.print(f"verdict: {result.verdict} ({len(result.errors)} error(s))", highlight=False)
 
 
-def render_check(result: CheckResult, console: Console) -> None:
+def render_check(result: CheckResult, console: Console, verbose: bool = False) -> None:
     for st in result.stages:
         console.print(Rule(f"stage {st.name}: {TITLES[st.name]}", style="dim"))
         if not st.ran:
@@ -62,7 +62,10 @@ def render_check(result: CheckResult, console: Console) -> None:
             console.print(f"verdict: {st.verdict} ({len(st.result.errors)} error(s)); the captured comparison below "
                           "measures the same wiring", highlight=False)
             continue
-        _renderer(st.name)(st.result, console)
+        if st.name == "fingerprint":
+            _renderer(st.name)(st.result, console, verbose=verbose)
+        else:
+            _renderer(st.name)(st.result, console)
     console.print(Rule("check", style="bold"))
     v = result.verdict
     color = "green" if v.status == "match" and not v.gate else "red"

@@ -111,7 +111,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
     if why is None:
         from ..source import open_source
 
-        say(f"loading target {opts.target}")
+        say(f"loading target {Path(opts.target).name or opts.target}")
         try:
             source = open_source(request, say)
         except AuditError as e:

@@ -64,11 +64,11 @@ def accept_rate(
 
       eagle-audit accept-rate -d ./canary --topk 4 --num-draft-tokens 8          # a tree draft
 
-      eagle-audit accept-rate -d ./draft --trained-boundaries 0,3,16 --live --server http://127.0.0.1:30000
+      eagle-audit accept-rate -d ./draft --server http://127.0.0.1:30000   # measured
 
-      eagle-audit accept-rate -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4,0.2,0.1    # a CI gate
+      eagle-audit accept-rate -d ./my-eagle3 --fail-under 2.0          # a CI gate
 
-      eagle-audit accept-rate -t ./Kimi-K2.5-config -d ./draft --states-server http://127.0.0.1:30000   # no weights here
+      eagle-audit accept-rate -t ./config-only -d ./draft --states-server URL
 
     Exit codes: 0 served is within --tolerance of trained (and every --fail-under gate passes), 1 served loses
     more (or a gate fails: one line says which), 2 bad input, 3 internal error.

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import functools
+
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, states_server_url, use_threads
-from .options import (AcceptArgs, AuditArgs, OldServer, ServerArgs, audit_command, hidden_states_dir_option,
+from .options import (AcceptArgs, AuditArgs, OldServer, ServerArgs, Verbose, audit_command, hidden_states_dir_option,
                       states_server_option, static_option)
 
 
@@ -35,6 +37,7 @@ def check(
     hidden_states_dir: hidden_states_dir_option("vLLM --server: the folder its ExampleHiddenStatesConnector writes to (shared_storage_path), as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
     server: OldServer = None,
+    verbose: Verbose = False,
 ) -> None:
     """Why is my accept length low? The static audit, then (with the target's weights) the captured
     comparison, the fingerprint where the trained wiring is assumed, and the accept-rate cost, in one run:
@@ -45,13 +48,11 @@ def check(
 
       eagle-audit check                                          # SmolLM2 + the demo draft
 
-      eagle-audit check -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --report reports/
+      eagle-audit check -t ./Llama-3.1-8B -d ./my-eagle3 --report reports/
 
-      eagle-audit check -t ./config-only -d ./my-eagle3 --static   # configs only, seconds (CI)
+      eagle-audit check -t ./config-only -d ./my-eagle3 --static   # CI, seconds
 
-      eagle-audit check -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4,0.2,0.1
-
-      eagle-audit check -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --states-server http://127.0.0.1:30000
+      eagle-audit check -d ./my-eagle3 --fail-under 2.0 --fail-under-positions 0.4
 
     Exit codes: 0 no stage found the wiring wrong (and every gate passes), 1 a mismatch (or a gate fails: one
     line says which), 2 bad input, 3 internal error.
@@ -72,7 +73,7 @@ def check(
                                                        hidden_states_dir))
         with reporter(args.json_out) as (status, progress):
             result = run_check(opts, status, progress)
-        args.emit(result, render_check)
+        args.emit(result, functools.partial(render_check, verbose=verbose))
         v = result.verdict
         if v.gate:
             err.print(reason(v.gate), highlight=False, markup=False, soft_wrap=True)

@@ -207,12 +207,18 @@ class Group(TyperGroup):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        from .helpview import install
+
         for command in self.commands.values():
             short_metavars(command)
+            install(command)
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         PENDING.clear()  # one run's outputs: a run in the same process (tests, the Python API) starts from none
         WRITTEN.clear()
+        from .helpview import asked_all
+
+        args = asked_all(list(sys.argv[1:] if args is None else args))
         try:
             rv = super().main(args=args, prog_name=prog_name, complete_var=complete_var, standalone_mode=False,
                               **extra)
@@ -304,7 +310,11 @@ def reporter(json_out: str | None):
     start, last, held = time.monotonic(), [float("-inf")], []
 
     def log(msg: str) -> None:
-        held.append(f"[{time.monotonic() - start:6.0f}s] {msg}")
+        import textwrap
+
+        stamp = f"[{time.monotonic() - start:6.0f}s] "
+        held.extend(textwrap.wrap(stamp + msg, width=max(err.width, 40), subsequent_indent=" " * len(stamp),
+                                  break_long_words=False, break_on_hyphens=False) or [stamp])
         if time.monotonic() - start >= LOG_AFTER:
             for line in held:
                 err.print(line, markup=False, highlight=False, soft_wrap=True)

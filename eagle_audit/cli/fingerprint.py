@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
+
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from ..fingerprint.defaults import CONFIRM_PROMPTS, MORE_PROMPTS
 from .common import SERVER_REACH, error_edge, refuse_unused, reporter, states_server_url, use_threads
-from .options import (AuditArgs, ConfirmPrompts, MaxNewTokens, MorePrompts, OldServer, ServerArgs, TttSteps,
+from .options import (AuditArgs, ConfirmPrompts, MaxNewTokens, MorePrompts, OldServer, ServerArgs, TttSteps, Verbose,
                       audit_command, hidden_states_dir_option, states_server_option)
 
 
@@ -28,6 +30,7 @@ def fingerprint(
     more_prompts: MorePrompts = MORE_PROMPTS,
     confirm_prompts: ConfirmPrompts = CONFIRM_PROMPTS,
     server: OldServer = None,
+    verbose: Verbose = False,
 ) -> None:
     """Read the wiring a draft was trained on off its weights: which target state each fc slot reads.
 
@@ -40,9 +43,9 @@ def fingerprint(
 
       eagle-audit fingerprint                                  # SmolLM2 + the demo draft
 
-      eagle-audit fingerprint -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda --json fp.json
+      eagle-audit fingerprint -t ./Llama-3.1-8B -d ./my-eagle3 --device cuda
 
-      eagle-audit fingerprint -t ./Kimi-K2.5-config -d ./draft --states-server http://127.0.0.1:30000   # no weights here
+      eagle-audit fingerprint -t ./config-only -d ./draft --states-server URL
 
     Exit codes: 0 the weights agree with the declared wiring and the engine, 1 they do not (or no wiring fits
     this target), 2 bad input.
@@ -64,5 +67,5 @@ def fingerprint(
                                   confirm_prompts=confirm_prompts)
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_fingerprint(opts, status, progress)
-        args.emit(result, render_fingerprint)
+        args.emit(result, functools.partial(render_fingerprint, verbose=verbose))
     raise typer.Exit(EXIT_OK if result.verdict == "match" else EXIT_MISMATCH)

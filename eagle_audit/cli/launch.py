@@ -38,9 +38,9 @@ def launch(
 
       eagle-audit launch                                         # SmolLM2 + the demo draft
 
-      eagle-audit launch -t ./Llama-3.1-8B-Instruct -d ./my-eagle3 --engines vllm --storage /srv/hs
+      eagle-audit launch -d ./my-eagle3 --engines vllm --storage /srv/hs
 
-      eagle-audit launch -t ./Llama-3.1-8B-Instruct -d ./my-eagle3 --json lines.json
+      eagle-audit launch -t ./Llama-3.1-8B -d ./my-eagle3 --json lines.json
     """
     with error_edge():
         target, draft = default_inputs(target, draft)

@@ -48,11 +48,11 @@ def layers(
 
       eagle-audit layers                                   # SmolLM2 + the demo draft
 
-      eagle-audit layers -t ./Llama-3.1-8B -d ./my-eagle3 --trainer specforge --engine sglang
+      eagle-audit layers -t ./Llama-3.1-8B -d ./my-eagle3 --trainer specforge
 
-      eagle-audit layers -t model.gguf -d ./draft --trained-boundaries 0,3,31 --json result.json
+      eagle-audit layers -t model.gguf -d ./draft --trained-boundaries 0,3,31
 
-      eagle-audit layers -t ./Llama-3.1-8B -d ./my-eagle3 --states-server http://127.0.0.1:30000   # served vs local
+      eagle-audit layers -d ./my-eagle3 --states-server http://127.0.0.1:30000
 
     Exit codes: 0 the wiring matches, 1 a mismatch was found, 2 bad input, 3 internal error.
     """

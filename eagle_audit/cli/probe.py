@@ -40,13 +40,13 @@ def probe(
 
       eagle-audit probe sglang
 
-      eagle-audit probe sglang --source sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl
+      eagle-audit probe sglang --source sglang-0.5.23-cp311-cp311-manylinux.whl
 
-      eagle-audit probe sglang --source ~/src/sglang --out probes/sglang-probed.json
+      eagle-audit probe sglang --source ~/src/sglang --out sglang-probed.json
 
       eagle-audit layers ... --engine probes/sglang-probed.json
 
-      eagle-audit probe specforge --source sglang-0.5.14-cp311-cp311-manylinux_2_34_x86_64.whl --out probes/specforge.json
+      eagle-audit probe specforge --source sglang-0.5.14-cp311-manylinux.whl
     """
     with error_edge():
         check_outputs({"source": source}, files={"--out": None if out is None else str(out)})

@@ -49,7 +49,7 @@ def train_canary(
 
       eagle-audit train-canary --boundaries 0,3,16 --out ./canary
 
-      eagle-audit train-canary -t ./Llama-3.2-1B --boundaries 2,8,13 --out ./canary --prompts mt_bench.jsonl
+      eagle-audit train-canary -t ./Llama-3.2-1B --boundaries 2,8,13 --out c
 
     --out must be new, empty, or a canary an earlier train-canary wrote (it holds a .eagle-audit-canary
     file); --force allows another non-empty directory. Inputs and model checkpoints are never overwritten.

@@ -44,6 +44,8 @@ def compare(inf: Inference, spec: DraftSpec, info, declared: SideWiring, trainer
     declared_verdict = inf.verdict(declared.states)[0]
     claims = [claim("declared", declared.states, f"{declared.wiring.convention} ({declared.wiring.ids_source})")]
     for name, conv in builtin_conventions("trainer").items():
+        if spec.kind not in conv.draft_kinds:  # a convention for another kind of draft claims nothing of this one
+            continue
         try:
             w = conv.resolve(spec.config, info.architecture, n)
         except AuditError as e:

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..errors import param
 from ..layers.render import render_findings_and_fix
 from ..terminal import print_table
 from .result import FingerprintResult
@@ -20,7 +21,81 @@ def _labels(states) -> str:
     return "[" + ", ".join(s.label() for s in states) + "]"
 
 
-def render_fingerprint(result: FingerprintResult, console: Console) -> None:
+def _evidence(s) -> str:
+    """A slot's evidence in one short clause (the whole of it: ``SlotInference.needs``, --verbose, JSON)."""
+    if s.lines == "disagree":
+        return f"the function reads {s.function}, fc's weights {s.weights}"
+    if s.lines == "weights":
+        return "fc's weights separate it inside the function's interval"
+    if s.uninformed:
+        return "the draft does not use this slot's information on this text"
+    if s.unused:
+        return "the draft does not use this slot on this text"
+    if s.confirmed is False:
+        added = " or ".join(x.label() for x in s.confirm_added)
+        return f"{added} not separated on the confirmation's prompts"
+    if s.undetermined or len(s.candidates) > 1:
+        want = s.name_tokens if s.undetermined else s.separate_tokens
+        more = f"; about {want} scored tokens would {'name at most 3' if s.undetermined else 'separate it'}" \
+            if want else "; more text of this kind is not expected to tell"
+        return f"{len(s.candidates)} states not separated{more}"
+    again = ", and again on the confirmation's prompts" if s.confirmed else ""
+    return f"separated on {s.scored_tokens} tokens{again}"
+
+
+def _brief(result: FingerprintResult, console: Console) -> None:
+    """The fingerprint at 80 columns: the trained wiring per slot, the verdict against the declared and served
+    wirings, the accept length the confirmation measured, the findings and the fix. The rest: --verbose, JSON."""
+    e = lambda v: escape(str(v))  # noqa: E731
+    t, d = result.target, result.draft
+    from pathlib import Path
+
+    console.print(f"[bold]target[/] {e(Path(str(t['name'])).name)} ({e(t['architecture'])}, N={e(t['num_layers'])})",
+                  highlight=False)
+    console.print(f"[bold]draft[/]  {e(Path(str(d['path'])).name)} ({e(d['layout'])} layout)", highlight=False)
+    if result.top1 is not None:
+        console.print(f"scored {result.scored_tokens} tokens: top-1 {result.top1:.3f} with the best wiring, "
+                      f"{result.baseline_top1:.3f} fed no target information", highlight=False)
+    if result.inferred is None:
+        console.print("[bold red]no wiring can be read off the weights for this target[/]", highlight=False)
+    else:
+        console.print(f"[bold]trained wiring[/], read off the weights (confidence {e(result.confidence)}):",
+                      highlight=False)
+        for s in result.slots:
+            state = s.text() if not s.undetermined else f"undetermined (best {s.best.label()})"
+            style = "yellow" if s.undetermined or s.ambiguous else "green"
+            console.print(f"  slot {s.index}  [{style}]{e(state)}[/]: {e(_evidence(s))}", highlight=False)
+    shown = [c for c in result.claims if c.source in ("declared", "engine") and c.states is not None]
+    agree = sorted(c.source for c in result.claims if c.agrees and c.source not in ("declared", "engine"))
+    for c in shown:
+        word = {True: "[green]agrees[/]", False: "[red]differs[/]", None: "[dim]not told[/]"}[c.agrees]
+        who = "declared" if c.source == "declared" else "served"
+        console.print(f"  {who:<8} {e(_labels(c.states))} {word}: {e(c.note.split('; ')[0])}", highlight=False)
+    if agree:
+        console.print(f"  trainers whose default agrees: {e(', '.join(agree))}", highlight=False)
+    conf = result.confirmation
+    if conf is not None:
+        acc = ", ".join(f"{k} {w.accept_length:.2f}" for k, w in conf.wirings.items() if w.accept_length is not None)
+        console.print(f"[bold]accept length[/] on {conf.prompts} other prompts ({conf.steps} draft tokens): {e(acc)}"
+                      + (f"; the fix gains {e(conf.fix_gain.text().split(' (')[0])}" if conf.fix_gain else ""),
+                      highlight=False)
+    undecided = [s for s in result.slots if s.undetermined and s.lines != "disagree"]
+    if undecided:
+        want = [s.name_tokens for s in undecided if s.name_tokens]
+        console.print(f"[dim]to decide slot {', '.join(str(s.index) for s in undecided)}: "
+                      + (f"about {max(want)} scored tokens of text like the draft's training data "
+                         f"({param('prompts')}, {param('max_prompts')})" if want
+                         else f"text like the draft's training data ({param('prompts')})") + "[/]",
+                      highlight=False)
+    render_findings_and_fix(result.findings, result.fix, console, brief=True)
+    color = "green" if result.verdict == "match" else "red"
+    console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s); the evidence: "
+                  f"{param('verbose')}, {param('json_out')}, {param('report')})", highlight=False)
+
+
+def render_fingerprint(result: FingerprintResult, console: Console, verbose: bool = False) -> None:
+    if not verbose:
+        return _brief(result, console)
     t, d = result.target, result.draft
     e = lambda v: escape(str(v))  # noqa: E731 - every value is text, never markup (a "[...]" is eaten otherwise)
     console.print(f"[bold]target[/] {e(t['name'])}  ({e(t['architecture'])}, N={e(t['num_layers'])}, "

@@ -14,13 +14,15 @@ from .result import LayersResult
 _VERDICT_STYLE = {"ok": "green", "missing": "red", "extra": "red"}
 
 
-def render_findings_and_fix(findings, fix, console: Console) -> None:
-    """The findings, one per line with why and fix, then the fix panel (shared by layers and fingerprint)."""
+def render_findings_and_fix(findings, fix, console: Console, brief: bool = False) -> None:
+    """The findings, one per line with why and fix, then the fix panel (shared by layers and fingerprint);
+    ``brief``: without the why."""
     for f in findings:
         color = "red" if f.severity == "error" else "yellow"
         where = f" slot {f.slot}" if f.slot is not None else ""
         console.print(f"[{color}]{f.code}[/]{where}: {f.what}", highlight=False)
-        console.print(f"   why: {f.why}", highlight=False, style="dim")
+        if not brief:
+            console.print(f"   why: {f.why}", highlight=False, style="dim")
         if f.fix != "see the fix below":
             console.print(f"   fix: {f.fix}", highlight=False)
     if fix is not None:

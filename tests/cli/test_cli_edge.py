@@ -335,6 +335,30 @@ def test_help_fits_the_terminal_and_names_values_shortly(monkeypatch, command, w
                            for line in options)
 
 
+@pytest.mark.parametrize("command", ["layers", "accept-rate", "check", "fingerprint"])
+def test_help_shows_the_common_options_under_headings_and_help_all_the_rest(monkeypatch, command):
+    """Issue 35: --help was 106-146 lines at 80 columns. Now at most 60: the options a run names, under headings,
+    one short line each, and one line saying where the rest are; --help-all lists every option with its whole
+    text (docs/cli.md has them too), and each option exactly once."""
+    import typer.main
+    from typer.testing import CliRunner
+
+    monkeypatch.setenv("COLUMNS", "80")
+    short = CliRunner().invoke(app, [command, "--help"])
+    full = CliRunner().invoke(app, [command, "--help-all"])
+    assert short.exit_code == full.exit_code == 0, short.output + full.output
+    lines = short.stdout.splitlines()
+    assert len(lines) <= 60 and max(map(len, lines)) <= 80, len(lines)
+    assert {"Inputs:", "Outputs:"} <= set(lines) and any(ln.startswith("Engine and server:") for ln in lines)
+    assert "--help-all" in lines[-1] + lines[-2] and "docs/cli.md" in lines[-1]
+    assert "Exit codes:" in short.stdout
+    cmd = typer.main.get_command(app).commands[command]
+    every = {o for p in cmd.params if not p.hidden for o in p.opts if o.startswith("--")}
+    listed = re.findall(r"^  (?:-\w, )?(--[a-z-]+)", full.stdout, re.M)
+    assert every <= set(listed) and len(listed) == len(set(listed)), sorted(every - set(listed))
+    assert len(full.stdout.splitlines()) > len(lines) and max(map(len, full.stdout.splitlines())) <= 80
+
+
 @pytest.mark.parametrize("command", ["layers", "accept-rate", "fingerprint", "check"])
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(cli, tiny_targets, make_draft, command):
     """Issue 28.5: ``--json /proc/nope/result.json`` audited for 8 s, printed the verdict, then failed (root may

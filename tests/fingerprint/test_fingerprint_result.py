@@ -119,11 +119,17 @@ def test_the_terminal_prints_every_value_as_text():
     slots = (slot([State(k) for k in UNDET], True, 0), slot([State(27), State(28)], False, 1))
     res = result(slots, (Claim("declared", (State(2), State(27)), None, "a [note]"),))
     buf = StringIO()
-    render_fingerprint(res, Console(file=buf, width=300, color_system=None))
+    render_fingerprint(res, Console(file=buf, width=300, color_system=None), verbose=True)
     out = buf.getvalue()
     line = next(ln for ln in out.splitlines() if ln.startswith("trained wiring (from the weights)"))
     assert "[undetermined (5 states not separated, best B4), B27 or B28]" in line, out
     assert "t[arget]" in out and "/d/[draft]" in out and "a [note]" in out and "not told" in out
+    buf = StringIO()  # the summary (the default): the same values, as text
+    render_fingerprint(res, Console(file=buf, width=80, color_system=None))
+    out = buf.getvalue()
+    assert "slot 0  undetermined: 5 states not separated" in out and "slot 1  B27 or B28: 2 states" in out, out
+    assert "t[arget]" in out and "[draft]" in out and "a [note]" in out and "not told" in out
+    assert max(map(len, out.splitlines())) <= 80
 
 
 def test_json_states_are_guarded_per_slot():
