@@ -162,7 +162,9 @@ def gpu(args) -> dict:
         runs.append({"give_up": give_up, "seconds": round(time.perf_counter() - t0, 2),
                      "wirings_scored": inf.search.get("wirings_scored"), "sweeps": inf.search.get("sweeps"),
                      "breakdown": inf.search.get("seconds"), "confidence": inf.confidence,
-                     "linear_fc": inf.search.get("linear_fc")})
+                     "linear_fc": inf.search.get("linear_fc"),
+                     # fc's weights read against every state (fingerprint/weights.py, on the CPU whatever the device)
+                     "weights_s": (inf.search.get("weights") or {}).get("seconds")})
         print(json.dumps(runs[-1]), flush=True)
     return {"build_target_s": round(build_s, 2),
             "generate_s": round(gen_s, 2), "capture_s": round(cap_s, 2), "tokens": corpus.tokens,

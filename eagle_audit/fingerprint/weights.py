@@ -148,11 +148,12 @@ def _slot_norms(draft, slots: int, ht: int) -> list[torch.Tensor | None]:
     return out
 
 
-def _tokens(corpus) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Per candidate state, its valid tokens ``[N, H_t]`` (float32, CPU), and each token's unit (its prompt)."""
-    valid = corpus.valid.cpu()
-    unit = torch.arange(valid.shape[0])[:, None].expand_as(valid)[valid]
-    return [s.detach().cpu().float()[valid] for s in corpus.states], unit
+def _tokens(corpus, dev: torch.device) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Per candidate state, its valid tokens ``[N, H_t]`` (float32, on ``dev``), and each token's unit (its
+    prompt)."""
+    valid = corpus.valid.to(dev)
+    unit = torch.arange(valid.shape[0], device=dev)[:, None].expand_as(valid)[valid]
+    return [s.detach().to(dev).float()[valid] for s in corpus.states], unit
 
 
 def _top(m: torch.Tensor, k: int, gen: torch.Generator, iters: int = 3) -> torch.Tensor:
@@ -162,7 +163,7 @@ def _top(m: torch.Tensor, k: int, gen: torch.Generator, iters: int = 3) -> torch
     n = m.shape[0]
     if 2 * (k + 16) >= n:
         return torch.linalg.eigh(m)[1][:, -k:]
-    q = torch.linalg.qr(m @ torch.randn(n, k + 16, generator=gen))[0]
+    q = torch.linalg.qr(m @ torch.randn(n, k + 16, generator=gen).to(m.device))[0]
     for _ in range(iters):
         q = torch.linalg.qr(m @ q)[0]
     vals, vecs = torch.linalg.eigh(q.T @ m @ q)
@@ -185,11 +186,15 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
 
     t0 = time.perf_counter()
     cands = corpus.candidates
-    blocks = fc_blocks(draft, slots)
+    # on the corpus' device (the GPU where the states were captured there); the random draws on the CPU, so that a
+    # reading is the same draws on either
+    dev = corpus.states[0].device if len(corpus.states) else torch.device("cpu")
+    blocks = [b.to(dev) for b in fc_blocks(draft, slots)]
     ht = blocks[0].shape[1]
     k = max(1, min(stat.k, ht // 4, blocks[0].shape[0]))
     rank = min(ht, max(RANK, 2 * k))
-    norms = _slot_norms(draft, slots, ht) if stat.normed else [None] * slots
+    norms = [n.to(dev) if n is not None else None for n in _slot_norms(draft, slots, ht)] if stat.normed \
+        else [None] * slots
     V = []  # [H_t, K] per slot, scaled by the singular values when weighted (then normalised to total 1 * K)
     for b in blocks:
         _, sv, vh = torch.linalg.svd(b, full_matrices=False)
@@ -198,16 +203,16 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
             w = sv[:k].pow(2)
             v = v * (w / w.sum() * k).sqrt()
         V.append(v)
-    xs, unit = _tokens(corpus)
+    xs, unit = _tokens(corpus, dev)
     G = int(unit.max()) + 1 if unit.numel() else 0
     gen = torch.Generator().manual_seed(seed)
     weights = torch.stack([torch.bincount(torch.randint(0, G, (G,), generator=gen), minlength=G)
-                           for _ in range(resamples)]).float()  # [R, G] prompt counts per resample
+                           for _ in range(resamples)]).float().to(dev)  # [R, G] prompt counts per resample
     # random blocks: nn.Linear's init (uniform), its right-singular subspace uniform whatever its scale
-    nulls = [_top(r.T @ r, k, gen) for r in (torch.empty(blocks[0].shape).uniform_(-1, 1, generator=gen)
+    nulls = [_top(r.T @ r, k, gen) for r in (torch.empty(blocks[0].shape).uniform_(-1, 1, generator=gen).to(dev)
                                              for _ in range(NULL_DRAWS))]
-    full = torch.zeros(slots, len(cands))
-    boot = torch.zeros(resamples, slots, len(cands))
+    full = torch.zeros(slots, len(cands), device=dev)
+    boot = torch.zeros(resamples, slots, len(cands), device=dev)
     null_hi = [0.0] * slots
     tops: list[torch.Tensor] = []
     groups = {tuple(n.tolist()) if n is not None else None: n for n in norms}
@@ -225,7 +230,8 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
             y = x @ U  # [N, R]
             per = torch.stack([y[unit == g].T @ y[unit == g] for g in range(G)])  # [G, R, R]: each prompt's moment
             Mb = torch.einsum("rg,gab->rab", weights, per)
-            Eb = torch.linalg.eigh(Mb)[1][:, :, -k:]  # [R, rank, K]
+            # [R, rank, K]; small batched eigh is faster on the CPU than on a GPU
+            Eb = torch.linalg.eigh(Mb.cpu())[1][:, :, -k:].to(dev)
             for s in range(slots):
                 if (tuple(norms[s].tolist()) if norms[s] is not None else None) != key:
                     continue
@@ -235,6 +241,7 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
                 null_hi[s] = max(null_hi[s], max(float((P.T @ v).pow(2).sum() / k) for v in nulls))
             if key == first:
                 tops.append(P)
+    full, boot = full.cpu(), boot.cpu()
     drift = []
     if len(tops) >= 2:
         drift = [float((a.T @ b).pow(2).sum() / k) for a, b in zip(tops, tops[1:])]
