@@ -74,11 +74,14 @@ class Tolerance:
 
 def live_tolerance(kind: str, requests: int, verifies: int | None, num_steps: int) -> Tolerance:
     """The bounds of :mod:`this module's docstring <eagle_audit.accept.arbiter>` for one reading."""
+    from ..engines.registry import engine
+
     v = max(verifies or 0, 1)
-    uncut_al = requests * num_steps / v if kind == "vllm" else 0.0
+    uncut = engine(kind).last_verify_uncut
+    uncut_al = requests * num_steps / v if uncut else 0.0
     uncut_pp = requests / v
-    who = ("vLLM counts each request's last verify uncut" if kind == "vllm" else
-           "SGLang's accept length is cut as simulated, its histogram counts the last verify uncut")
+    who = (f"{kind} counts each request's last verify uncut" if uncut else
+           f"{kind}'s accept length is cut as simulated, its per-position counts the last verify uncut")
     why = (f"{who}: up to {uncut_al:.3f} accept length and {uncut_pp:.3f} per position above the simulation "
            f"({requests} requests, {verifies} verifies, {num_steps} drafts each), plus {NUMERIC_SLACK} either way "
            "for the engine's numerics")

@@ -22,7 +22,7 @@ from ..runtime.eagle3 import DraftFlags, load_draft_model
 from ..engines.http import ServerFailed
 from ..engines.options import Server, detect
 from ..engines.reading import ServerReading
-from ..engines.registry import read_server
+from ..engines.registry import engine as engine_of, read_server
 from .arbiter import (Arbitration, arbitrate, build_candidates, candidate_states, live_tolerance, score,
                       server_failed)
 from ..simulate.accept import AcceptStats, capture_cases, make_cases, simulate
@@ -284,7 +284,8 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
         except ServerFailed as e:  # the engine raised on the audited requests: it does not serve this draft
             arbiter = server_failed(e.message, candidates, stats["served"].accept_length if stats["served"] else None)
         if server is not None:
-            differs = server.drafting_differs(settings.num_steps, settings.topk, settings.num_draft_tokens)
+            differs = engine_of(server.kind).drafting_differs(server.drafting, settings.num_steps, settings.topk,
+                                                           settings.num_draft_tokens)
             if differs:
                 server = replace(server, notes=server.notes + (differs,))
                 notes.append(f"server: {differs}")

@@ -21,10 +21,8 @@ from typing import Sequence
 from ..conventions import get_convention
 from ..errors import BadOption, param, shown
 from .launch import Launch, TargetShape
-from .sglang.launch import sglang_reference, sglang_serving, sglang_speculative
-from .vllm.launch import vllm_reference, vllm_serving, vllm_speculative
 
-#: the engine conventions that have launch lines
+#: the built-in engine conventions that have launch lines (registry.line_variants(): with engines registered later)
 LINE_ENGINES = ("sglang", "vllm", "vllm-v1")
 
 
@@ -61,10 +59,12 @@ def launch_lines(target: str, draft: str, engines: Sequence[str] = LINE_ENGINES,
     from ..draft.read import read_draft
     from ..target import materialise, target_info
 
-    unknown = [e for e in engines if e not in LINE_ENGINES]
+    from .registry import for_variant, line_variants
+
+    known = line_variants()
+    unknown = [e for e in engines if e not in known]
     if unknown or not engines:
-        raise BadOption(f"{param('engines')} {shown(list(engines))}: launch lines exist for "
-                        f"{', '.join(LINE_ENGINES)}")
+        raise BadOption(f"{param('engines')} {shown(list(engines))}: launch lines exist for {', '.join(known)}")
     notes = []
     served_as = target
     if str(target).endswith(".gguf"):
@@ -78,11 +78,8 @@ def launch_lines(target: str, draft: str, engines: Sequence[str] = LINE_ENGINES,
     out = []
     for name in engines:
         conv = get_convention(name, "engine")
-        if name == "sglang":
-            lines = (sglang_speculative(served_as, draft_path, num_steps), sglang_serving(spec.config, shape, conv=conv),
-                     sglang_reference(shape, conv=conv))
-        else:
-            lines = (vllm_speculative(served_as, draft_path, num_steps, v1=name == "vllm-v1"),
-                     vllm_serving(spec.config, shape, storage, conv=conv), vllm_reference(shape, storage, conv=conv))
+        eng = for_variant(name)
+        lines = (eng.speculative(served_as, draft_path, num_steps, name), eng.serving(spec.config, shape, storage, conv),
+                 eng.reference(shape, None, storage, conv))
         out.append(EngineLines(name, f"{conv.title} {conv.version}", *lines))
     return LaunchLines(served_as, draft_path, storage, tuple(out), tuple(notes))

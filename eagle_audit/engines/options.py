@@ -14,11 +14,21 @@ from .http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT, PROBE_TIMEOUT, Clock, Http,
 from .sglang import wire as sglang_wire
 from .vllm import wire as vllm_wire
 
+#: each engine's wire facts, by name (an engine registered later, engines.registry.register, adds its own)
 WIRES = {w.NAME: w for w in (sglang_wire, vllm_wire)}
-KINDS = ("auto", *WIRES)
+KINDS = ("auto", *WIRES)  # the built-in server kinds (the CLI's choices); kinds() is the live list
 #: the short request sent before any long work (each engine's wire.py says why that path); "auto": vLLM's,
 #: which every engine of ours answers at once
-PROBE_PATH = {**{name: w.PROBE_PATH for name, w in WIRES.items()}, "auto": vllm_wire.PROBE_PATH}
+AUTO_PROBE_PATH = vllm_wire.PROBE_PATH
+
+
+def kinds() -> tuple[str, ...]:
+    """Every server kind: "auto" and each registered engine's name."""
+    return ("auto", *WIRES)
+
+
+def probe_path(kind: str) -> str:
+    return AUTO_PROBE_PATH if kind == "auto" else WIRES[kind].PROBE_PATH
 
 
 #: where an audit's target states may come from when a server is named (source.registry.states_from)
@@ -33,7 +43,7 @@ class Server:
     ``--states-server`` alike; what a command reads from it is the command's."""
 
     url: str
-    kind: str = "auto"  # "auto" or an engine of :data:`KINDS`
+    kind: str = "auto"  # "auto" or a registered engine's name (:func:`kinds`)
     api_key: str | None = None  # explicit key; else the engine's usual environment variable
     timeout: float = DEFAULT_TIMEOUT  # seconds per request, connection to last byte
     deadline: float = DEFAULT_DEADLINE  # seconds for the whole reading
@@ -43,8 +53,8 @@ class Server:
     def __post_init__(self):
         if not isinstance(self.url, str) or not self.url:
             raise BadOption(f"server url {self.url!r}: must be a non-empty string (http://host:port)")
-        if self.kind not in KINDS:
-            raise AuditError(f"server kind {self.kind!r}: must be one of {', '.join(KINDS)}")
+        if self.kind not in kinds():
+            raise AuditError(f"server kind {self.kind!r}: must be one of {', '.join(kinds())}")
         for name in ("timeout", "deadline"):
             v = getattr(self, name)
             if isinstance(v, bool) or not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
@@ -108,9 +118,9 @@ def _detect(http_: Http) -> str:
 
 
 def probe(opts: ServerOptions, timeout: float = PROBE_TIMEOUT) -> None:
-    """One short request (:data:`PROBE_PATH`) before any long work: a server that accepts the connection and
+    """One short request (:func:`probe_path`) before any long work: a server that accepts the connection and
     never answers is found out in ``timeout`` seconds, not after the per-request timeout of the first prompt."""
-    path = PROBE_PATH[opts.kind]
+    path = probe_path(opts.kind)
     limit = min(opts.timeout, opts.deadline, timeout)
     if not Http(opts.url, opts.api_key, limit, Clock(limit)).answers(path):
         raise ServerError(f"server {opts.url}: it takes the connection but does not answer: no reply to GET {path} "

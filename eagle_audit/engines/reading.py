@@ -31,18 +31,3 @@ class ServerReading:
         out["drafting"] = dict(self.drafting)
         return out
 
-    def drafting_differs(self, num_steps: int, topk: int, num_draft_tokens: int) -> str | None:
-        """A note when the server drafts otherwise than the simulation (then the figures do not compare)."""
-        d = self.drafting
-        if self.kind == "sglang":
-            theirs = (d.get("num_steps"), d.get("eagle_topk"), d.get("num_draft_tokens"))
-            if None in theirs or theirs == (num_steps, topk, num_draft_tokens):
-                return None
-            return (f"the server drafts num_steps {theirs[0]}, topk {theirs[1]}, num_draft_tokens {theirs[2]}; the "
-                    f"simulation ran {num_steps}, {topk}, {num_draft_tokens}: rerun it with the server's settings "
-                    "to compare the two")
-        k = d.get("num_speculative_tokens")
-        if k is None or (topk == 1 and k == num_steps):
-            return None
-        return (f"the server drafts {k} tokens per step (chain); the simulation ran num_steps {num_steps}, topk {topk}: "
-                "rerun it with the server's settings to compare the two")

@@ -11,11 +11,11 @@ from typing import Callable, Sequence
 from ..errors import BadOption, param
 from .http import DEFAULT_TIMEOUT, Clock, Http
 from .launch import Capture, Launch, TargetShape
-from .options import KINDS, Server, detect, resolve_key
+from .options import WIRES, Server, detect, resolve_key
 from .reading import ServerReading
-from .sglang import acceptance as sglang_acceptance, launch as sglang_launch, states as sglang_states
+from .sglang import acceptance as sglang_acceptance, launch as sglang_launch, states as sglang_states, wire as sglang_wire
 from .states import ServedStates
-from .vllm import acceptance as vllm_acceptance, launch as vllm_launch, states as vllm_states
+from .vllm import acceptance as vllm_acceptance, launch as vllm_launch, states as vllm_states, wire as vllm_wire
 
 
 @dataclass(frozen=True)
@@ -25,23 +25,67 @@ class Engine:
     read_states: Callable[..., tuple[ServedStates, ...]]
     server_capture: Callable[[Server, TargetShape, str | None], Capture]
     serving: Callable[..., Launch]  # (draft config, target shape, storage, conv) -> the serving line
-    reference: Callable[..., Launch]  # (target shape, wanted states, storage) -> the reference line
+    reference: Callable[..., Launch]  # (target shape, wanted states, storage, conv) -> the reference line
     states_on_disk: bool  # the server writes the states to its disk (read from hidden_states_dir)
+    #: (target, draft, num_steps, variant) -> the line serving the draft with speculative decoding
+    speculative: Callable[..., Launch] = None  # type: ignore[assignment]
+    #: (drafting the server reports, num_steps, topk, num_draft_tokens) -> a note where they differ, else None
+    drafting_differs: Callable[..., str | None] = lambda drafting, *settings: None
+    #: its accept length counts each request's last verify uncut (past max_tokens), where a simulation cuts it
+    last_verify_uncut: bool = False
+    #: the engine conventions (probes/*.json names) whose rules this engine runs: its lines are printed per variant
+    variants: tuple[str, ...] = ()
+    wire: object = None  # engines/<engine>/wire.py (NAME, PROBE_PATH, KEY_ENV)
 
 
 ENGINES = {
     "sglang": Engine("sglang", sglang_acceptance.read_acceptance, sglang_states.read_sglang_states,
                      sglang_states.server_capture,
                      lambda draft, shape, storage=None, conv=None: sglang_launch.sglang_serving(draft, shape, conv=conv),
-                     lambda shape, wanted=None, storage=None: sglang_launch.sglang_reference(shape, wanted),
-                     states_on_disk=False),
+                     lambda shape, wanted=None, storage=None, conv=None: sglang_launch.sglang_reference(shape, wanted,
+                                                                                                  conv=conv),
+                     states_on_disk=False,
+                     speculative=lambda target, draft, steps, variant: sglang_launch.sglang_speculative(target, draft, steps),
+                     drafting_differs=sglang_acceptance.drafting_differs, variants=("sglang",), wire=sglang_wire),
     "vllm": Engine("vllm", vllm_acceptance.read_acceptance, vllm_states.read_vllm_states, vllm_states.server_capture,
                    lambda draft, shape, storage=None, conv=None: vllm_launch.vllm_serving(draft, shape, storage or "DIR",
                                                                                 conv=conv),
-                   lambda shape, wanted=None, storage=None: vllm_launch.vllm_reference(shape, storage or "DIR", wanted),
-                   states_on_disk=True),
+                   lambda shape, wanted=None, storage=None, conv=None: vllm_launch.vllm_reference(
+                       shape, storage or "DIR", wanted, conv=conv),
+                   states_on_disk=True,
+                   speculative=lambda target, draft, steps, variant: vllm_launch.vllm_speculative(
+                       target, draft, steps, v1=variant == "vllm-v1"),
+                   drafting_differs=vllm_acceptance.drafting_differs, last_verify_uncut=True,
+                   variants=("vllm", "vllm-v1"), wire=vllm_wire),
 }
-assert set(ENGINES) == set(KINDS) - {"auto"}, "every engine with a wire.py has an entry here"
+assert set(ENGINES) == set(WIRES), "every engine with a wire.py has an entry here"
+
+
+def register(entry: Engine) -> None:
+    """Add an engine (its folder's functions behind one :class:`Engine`, its ``wire``): servers of that kind
+    are read, and its lines printed, through it. A name already taken is replaced."""
+    ENGINES[entry.name] = entry
+    WIRES[entry.name] = entry.wire
+
+
+def unregister(name: str) -> None:
+    if name in ("sglang", "vllm"):
+        raise ValueError(f"{name} is built in and stays")
+    ENGINES.pop(name, None)
+    WIRES.pop(name, None)
+
+
+def for_variant(variant: str) -> Engine:
+    """The engine running the rules of engine convention ``variant`` (``vllm-v1`` -> vllm)."""
+    for e in ENGINES.values():
+        if variant in e.variants:
+            return e
+    raise BadOption(f"engine {variant!r}: no launch lines known (known: {', '.join(line_variants())})")
+
+
+def line_variants() -> tuple[str, ...]:
+    """Every engine convention whose launch lines are printed, in registry order."""
+    return tuple(v for e in ENGINES.values() for v in e.variants)
 
 
 def engine(name: str) -> Engine:

@@ -123,3 +123,14 @@ def _sglang_lifetime(info: Mapping) -> tuple[float | None, ...]:
         ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         out.append(float(v) if ok else None)
     return tuple(out)
+
+
+def drafting_differs(drafting, num_steps: int, topk: int, num_draft_tokens: int) -> str | None:
+    """A note when the server drafts otherwise than the simulation: its ``/server_info`` steps, topk and draft
+    tokens (None where it does not say them, or they are the simulation's)."""
+    theirs = (drafting.get("num_steps"), drafting.get("eagle_topk"), drafting.get("num_draft_tokens"))
+    if None in theirs or theirs == (num_steps, topk, num_draft_tokens):
+        return None
+    return (f"the server drafts num_steps {theirs[0]}, topk {theirs[1]}, num_draft_tokens {theirs[2]}; the "
+            f"simulation ran {num_steps}, {topk}, {num_draft_tokens}: rerun it with the server's settings "
+            "to compare the two")

@@ -122,3 +122,13 @@ def read_acceptance(http_: Http, prompts: Sequence[Sequence[int]], max_new: int,
         per_position=per_pos, verify_steps=int(d), tokens=int(d + acc) if d > 0 else None,
         continuations_equal=equal if expected is not None else None, other_traffic=other, drafting=drafting,
         notes=tuple(notes))
+
+
+def drafting_differs(drafting, num_steps: int, topk: int, num_draft_tokens: int) -> str | None:
+    """A note when the server drafts otherwise than the simulation: vLLM drafts a chain of
+    ``num_speculative_tokens`` (None where it does not say it, or it is the simulation's)."""
+    k = drafting.get("num_speculative_tokens")
+    if k is None or (topk == 1 and k == num_steps):
+        return None
+    return (f"the server drafts {k} tokens per step (chain); the simulation ran num_steps {num_steps}, topk {topk}: "
+            "rerun it with the server's settings to compare the two")
