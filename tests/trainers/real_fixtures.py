@@ -10,7 +10,8 @@ the target's own responses to the first :data:`TRAIN_PROMPTS` chat prompts of ``
 
 Each fixture is ``<cache>/trainer-fixtures-v<VERSION>/<name>/``: ``draft/`` (the trainer's own layout:
 speculators' checkpoint folder, SpecForge's SGLang export) and ``fixture.json`` (the trainer, the ids it was
-given, the true states, what its training measured). Built once (a few minutes on 1 CPU thread), then reused;
+given, the true states, what its training measured). Built once (about 20 minutes on 1 CPU thread; every core
+this process may use by default, :func:`build_threads`), then reused;
 bump :data:`VERSION` when anything here changes.
 
     python tests/trainers/real_fixtures.py      # build (or list) the fixtures, print where they are
@@ -68,12 +69,32 @@ def confirm_prompts():
 
 
 def build(target, target_dir: str, cache: Path, names=tuple(FIXTURES), log=print) -> dict[str, Path]:
-    """Every fixture of ``names`` under :func:`root` (built where missing; a half-built one is rebuilt)."""
+    """Every fixture of ``names`` under :func:`root` (built where missing, with :func:`build_threads` threads; a
+    half-built one is rebuilt)."""
+    base = root(cache)
+    todo = [n for n in names if not (base / n / "fixture.json").is_file()]
+    before = torch.get_num_threads()
+    if todo:
+        torch.set_num_threads(build_threads())
+    try:
+        return _build(target, target_dir, base, names, todo, log)
+    finally:
+        torch.set_num_threads(before)
+
+
+def build_threads() -> int:
+    """Intra-op threads for building the fixtures: $EAGLE_AUDIT_BUILD_THREADS, else every core this process may
+    use (CI's machine runs nothing beside the test session; the tests themselves keep 1 thread, tests/conftest.py).
+    The fixtures' weights depend on it only as float sums do on their order: the tests hold on either."""
+    if os.environ.get("EAGLE_AUDIT_BUILD_THREADS"):
+        return max(1, int(os.environ["EAGLE_AUDIT_BUILD_THREADS"]))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _build(target, target_dir: str, base: Path, names, todo, log) -> dict[str, Path]:
     import wheels
     from eagle_audit.prompts import load_prompts
 
-    base = root(cache)
-    todo = [n for n in names if not (base / n / "fixture.json").is_file()]
     if todo:
         torch.manual_seed(0)
         site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
@@ -134,7 +155,6 @@ def load(path: Path) -> dict:
 
 
 if __name__ == "__main__":  # pragma: no cover - manual build
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     cache = Path(os.environ.get("EAGLE_AUDIT_TEST_CACHE") or Path.home() / ".cache" / "eagle-audit-test")
     os.environ.setdefault("EAGLE_AUDIT_CACHE", str(cache))  # the GGUF conversion the tests made
     from eagle_audit.target import default_target, load_target, materialise
