@@ -27,10 +27,18 @@ def load_convention_file(path: str | os.PathLike) -> Convention:
 
 def probes_dir() -> Path:
     """The built-in convention files: ``$EAGLE_AUDIT_PROBES``, the repo's ``probes/`` (checkout or
-    editable install), or the copy a wheel installs under ``<prefix>/share/eagle-audit/probes``."""
+    editable install), or the copy a wheel installs under ``share/eagle-audit/probes``: beside the package
+    (``pip install --target DIR``), under the environment's prefix, its data path, or the user base
+    (``pip install --user``)."""
+    import site
+    import sysconfig
+
     env = os.environ.get("EAGLE_AUDIT_PROBES")
     candidates = [Path(env)] if env else []
-    candidates += [Path(__file__).resolve().parents[2] / "probes", Path(sys.prefix) / "share/eagle-audit/probes"]
+    above = Path(__file__).resolve().parents[2]
+    share = "share/eagle-audit/probes"
+    candidates += [above / "probes", above / share, Path(sys.prefix) / share,
+                   Path(sysconfig.get_paths()["data"]) / share, Path(site.getuserbase()) / share]
     for c in candidates:
         if c.is_dir() and any(c.glob("*.json")):
             return c

@@ -308,3 +308,26 @@ def test_probes_dir_honours_the_environment(tmp_path, monkeypatch):
     assert builtin_conventions("trainer") == {}
     monkeypatch.setenv("EAGLE_AUDIT_PROBES", str(tmp_path / "empty"))
     assert probes_dir() == Path(__file__).resolve().parents[2] / "probes"
+
+
+@pytest.mark.full
+def test_a_target_install_finds_its_convention_files(tmp_path):
+    """``pip install --no-deps --target DIR .`` puts the convention files in DIR/share/eagle-audit/probes, beside the
+    package, not under the interpreter's prefix: the installed package finds them there, and the CLI runs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    target = tmp_path / "site"
+    import importlib.util
+
+    offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []  # else pip fetches it
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *offline, "--target",
+                    str(target), str(root)], check=True, cwd=tmp_path, capture_output=True)
+    env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", "from eagle_audit.conventions import probes_dir; print(probes_dir())"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == str(target / "share/eagle-audit/probes"), out.stderr
+    assert sorted(p.name for p in Path(out.stdout.strip()).glob("*.json")) == sorted(
+        p.name for p in (root / "probes").glob("*.json"))
