@@ -368,6 +368,10 @@ def find_layer_stack(model, num_layers: int) -> LayerStack:
     return LayerStack(layers=layers, final_norm=norm, path=path)
 
 
+#: files whose presence means the target ships a tokenizer (one that then fails to load is bad input)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
+
+
 @dataclass
 class LoadedTarget:
     """A loaded target: the model (mutable torch state), its tokenizer, its stack and its info."""
@@ -428,8 +432,14 @@ def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_ma
     model.eval()
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(directory))
-    except Exception:
-        tokenizer = None  # tokenizer-less targets (tests) take token ids directly
+    except Exception as e:  # noqa: BLE001 - tokenizer-less targets (tests) take token ids directly
+        tokenizer = None
+        files = [f for f in TOKENIZER_FILES if (directory / f).is_file()]
+        if files:  # a tokenizer is there and broken: say so, not "no tokenizer" later
+            raise BadCheckpoint(f"{target}: its tokenizer ({', '.join(files)}) cannot be read ({type(e).__name__}: "
+                                f"{(str(e).splitlines() or [''])[0][:200]})",
+                                hint="repair or remove the tokenizer files (a target without one takes token ids)") \
+                from None
     stack = find_layer_stack(model, info.num_layers)
     return LoadedTarget(model, tokenizer, stack, info, device if not device_map else f"device_map={device_map}",
                         str(torch_dtype).replace("torch.", ""))

@@ -217,3 +217,22 @@ def test_hub_id_in_the_local_cache_loads_from_it(tmp_path, tiny_targets):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     n = tiny_targets["llama"].num_layers
     assert out.stdout.split() == ["LlamaForCausalLM", str(n), str(n)], out.stderr
+
+
+def test_a_broken_tokenizer_is_one_line_naming_it(tiny_targets, tmp_path):
+    """A target whose tokenizer files are there but unreadable was loaded with no tokenizer, and the run failed
+    later with "the target has no tokenizer": now the load says which files and why, one line."""
+    import shutil
+
+    from eagle_audit.errors import BadCheckpoint
+    from eagle_audit.target import load_target
+
+    broken = tmp_path / "t"
+    shutil.copytree(tiny_targets["llama"].path, broken)
+    (broken / "tokenizer.json").write_text("{not json")
+    (broken / "tokenizer_config.json").write_text('{"tokenizer_class": "PreTrainedTokenizerFast"}')
+    with pytest.raises(BadCheckpoint) as info:
+        load_target(str(broken))
+    msg = str(info.value)
+    assert msg.startswith(f"{broken}: its tokenizer (tokenizer.json, tokenizer_config.json) cannot be read (")
+    assert "\n" not in msg
