@@ -127,7 +127,7 @@ def test_the_terminal_prints_every_value_as_text():
     buf = StringIO()  # the summary (the default): the same values, as text
     render_fingerprint(res, Console(file=buf, width=80, color_system=None))
     out = buf.getvalue()
-    assert "slot 0  undetermined: 5 states not separated" in out and "slot 1  B27 or B28: 2 states" in out, out
+    assert "slot 0  undetermined (best B4): 5 states not separated" in out and "slot 1  B27 or B28: 2 states" in out, out
     assert "t[arget]" in out and "[draft]" in out and "a [note]" in out and "not told" in out
     assert max(map(len, out.splitlines())) <= 80
 
