@@ -44,6 +44,7 @@ with the same request when asked: ``return_logprob: true, logprob_start_len: 0, 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Mapping, Sequence
 
 from ...errors import param
@@ -80,8 +81,12 @@ def read_sglang_states(opts: Server, prompts: Sequence[Sequence[int]], capture: 
         raise ServerError(f"{param('max_new_tokens')} must be >= 1 (the prefill samples one token)")
     key, _ = resolve_key(opts.api_key, "sglang")
     http_ = Http(opts.url, key, opts.timeout, Clock(opts.deadline))
-    return tuple(_one(http_, i, ids, capture, max_new_tokens, len(prompts), progress, next_tokens)
-                 for i, ids in enumerate(prompts))
+    out = []
+    for i, ids in enumerate(prompts):
+        waits = len(http_.waits)  # a 503's Retry-After waits (engines.http), said beside the prompt's states
+        st = _one(http_, i, ids, capture, max_new_tokens, len(prompts), progress, next_tokens)
+        out.append(replace(st, notes=st.notes + tuple(http_.waits[waits:])) if len(http_.waits) > waits else st)
+    return tuple(out)
 
 
 def _one(http_: Http, i: int, ids: Sequence[int], capture: Capture, max_new: int, total: int,

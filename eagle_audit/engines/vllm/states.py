@@ -97,6 +97,7 @@ def read_vllm_states(opts: Server, prompts: Sequence[Sequence[int]], capture: Ca
     out = []
     for i, ids in enumerate(prompts):
         where = f"server {http_.url}/v1/completions (prompt {i})"
+        waits = len(http_.waits)
         r = http_.json("POST", "/v1/completions", request_body(ids, max_new_tokens, next_tokens))
         choices = reply_field(r, "choices", list, where)
         if len(choices) != 1:
@@ -120,7 +121,7 @@ def read_vllm_states(opts: Server, prompts: Sequence[Sequence[int]], capture: Ca
         kept = outs if max_new_tokens > 1 else outs[:1]
         nxt = (tuple(prompt_argmax(choices[0].get("prompt_logprobs"), prompt, where)) + kept) if next_tokens else None
         out.append(ServedStates(f"vllm {path}", prompt, kept, states, capture, choices[0].get("finish_reason"),
-                                next_tokens=nxt))
+                                notes=tuple(http_.waits[waits:]), next_tokens=nxt))
         if progress:
             progress(i, len(prompts), path.stat().st_size)
     return tuple(out)
