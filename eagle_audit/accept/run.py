@@ -18,15 +18,17 @@ from ..provenance import provenance
 from ..states import State
 from .limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from .live import LiveResult, run_live
-from ..runtime.eagle3 import DraftFlags, load_draft_model
+from ..runtime.eagle3 import DraftFlags
+from ..runtime.load import load_draft
 from ..engines.http import ServerFailed
 from ..engines.options import Server, detect
 from ..engines.reading import ServerReading
 from ..engines.registry import engine as engine_of, read_server
 from .arbiter import (Arbitration, arbitrate, build_candidates, candidate_states, live_tolerance, score,
                       server_failed)
-from ..simulate.accept import AcceptStats, capture_cases, make_cases, simulate
+from ..simulate.accept import AcceptStats, capture_cases, make_cases
 from ..simulate.tree import EXACT_ANCESTOR, KV_BY_SLOT, max_tree_nodes
+from ..simulate.wiring import simulate
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 
@@ -192,6 +194,14 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     from ..draft.block import require_simulated
 
     require_simulated(spec, "accept-rate")
+    if spec.draft_kind.block:  # block drafting (simulate/block.py): a chain of the block's drafts, greedy
+        for name, given in (("live", opts.live), ("server", opts.server is not None)):
+            if given:
+                raise BadOption(f"{param(name)}: not with a {spec.draft_kind.title} draft yet (accept-rate simulates "
+                                "its block drafting; a live loop and a server's reading are for EAGLE-3 drafts)")
+        if settings.topk > 1:
+            raise BadOption(f"{param('topk', settings.topk)}: a {spec.draft_kind.title} draft drafts one block a "
+                            "round, no tree")
     settings = with_tree_attention(settings, engine)
     from ..prompts import load_prompts, token_ids
 
@@ -214,18 +224,26 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                      f"({opts.device}) on them")
     trained, served = res.trained.wiring, res.served.wiring
     flags = {"trained": res.trained.flags, "served": res.served.flags}
-    models = {"trained": load_draft_model(spec, target, flags["trained"])}
+    models = {"trained": load_draft(spec, target, flags["trained"])}
     unrunnable = None  # the served draft class cannot be run (or loaded): one line, and the served side is not simulated
     served_conv = res.served.convention
     if served_conv is not None and (served_conv.base or served_conv).draft_classes and served_conv.draft_class is None:
         unrunnable = served_conv.draft_class_how
     try:
         models["served"] = (models["trained"] if flags["served"] == flags["trained"] or unrunnable
-                            else load_draft_model(spec, target, flags["served"]))
+                            else load_draft(spec, target, flags["served"]))
     except BadCheckpoint as e:
         unrunnable, models["served"] = e.message, models["trained"]
     for side, model in models.items():
         notes.extend(f"approximated ({side} draft): {n}" for n in model.arch.notes)
+    if spec.draft_kind.block:
+        from ..simulate.block import block_steps
+
+        b = block_steps(models["trained"])
+        settings = replace(settings, num_steps=b, num_draft_tokens=b + 1, mode="block", notes=(
+            f"{spec.draft_kind.title} block drafting: {b + 1}-token blocks [bonus, {b} masks], {b} drafts a verify "
+            "(the draft's block_size: SGLang's --speculative-num-draft-tokens by default; vLLM with "
+            f"num_speculative_tokens {b}); the draft's {param('num_steps')} and tree settings do not apply",))
     if flags["served"] != flags["trained"]:
         notes.append(f"draft semantics differ: trained runs {_semantics(flags['trained'])}; served runs "
                      f"{_semantics(flags['served'])}")
@@ -333,7 +351,7 @@ def _arbitrate(server: ServerReading, differs: str | None, candidates, stats, mo
                 model = models.get(c.flags)
                 if model is None:
                     try:
-                        model = models[c.flags] = load_draft_model(spec, target, c.flags)
+                        model = models[c.flags] = load_draft(spec, target, c.flags)
                     except BadCheckpoint:
                         model = None
                 if model is not None:

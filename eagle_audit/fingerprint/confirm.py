@@ -251,7 +251,8 @@ def admit_declared(inf: Inference, said: Sequence[str], declared: Sequence[State
 def accept_lengths(target, draft, cases, wirings: Mapping[str, tuple[State, ...]], steps: int
                    ) -> dict[str, WiringAccept]:
     """Simulated acceptance of each distinct wiring on ``cases`` (``accept-rate``'s simulation)."""
-    from ..simulate.accept import capture_cases, simulate
+    from ..simulate.accept import capture_cases
+    from ..simulate.wiring import simulate
 
     union = sorted({s for w in wirings.values() for s in w})
     caps = capture_cases(target, cases, union)  # through the source's memo: the text was captured already

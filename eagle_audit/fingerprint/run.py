@@ -71,7 +71,8 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     confirm_ids = (token_ids(opts.confirm_prompt_ids, confirming, target.tokenizer, opts.max_tokens, "confirmation prompts")
                    if opts.confirm_prompt_ids is not None or confirming else [])
     t0 = time.perf_counter()
-    if confirm_ids and kind.simulated:  # the search's and the confirmation's text continued together
+    confirms = kind.simulated and not kind.block  # the confirmation re-judges with the EAGLE-3 scorer
+    if confirm_ids and confirms:  # the search's and the confirmation's text continued together
         from ..source import as_source  # (one batched decode, not two: docs/performance.md)
 
         reserve_states(target)
@@ -92,9 +93,10 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     inf.search.setdefault("seconds", {})["generate_and_capture"] = round(t1 - t0, 2)
     inf = second_round(target, spec, corpus, starts, flags, inf, reserve, opts, say, ttt_steps)
     confirmation, standing, judged = None, None, inf
-    if not kind.simulated:
-        notes.append(f"{kind.name} draft: no confirmation (accept-rate does not simulate {kind.title} drafting); the "
-                     "findings rest on the search's text alone")
+    if not confirms:
+        why = (f"accept-rate does not simulate {kind.title} drafting" if not kind.simulated else
+               "the confirmation's re-judgement and accept length are not run for block drafts yet")
+        notes.append(f"{kind.name} draft: no confirmation ({why}); the findings rest on the search's text alone")
     elif inf.states is not None:
         served_states = served.states if served is not None else None
         ids = confirm_ids

@@ -246,16 +246,17 @@ def test_the_fix_for_each_engine_feeds_the_trained_states(config_only_target, bl
 
 
 def test_accept_rate_and_fingerprint_refuse_block_drafts_in_one_line(cli, config_only_target, block_draft):
-    """accept-rate does not simulate block drafting; fingerprint runs DFlash drafts (tests/fingerprint/
-    test_fingerprint_dflash.py) and DSpark drafts with SpecForge's Markov heads, but refuses, before loading
-    anything, another head, another layout, DFlash2, and a DFlash draft whose block it cannot build (no mask token)."""
+    """accept-rate simulates DFlash drafting (tests/accept/test_accept_block.py), not DSpark's; fingerprint runs
+    DFlash drafts (tests/fingerprint/test_fingerprint_dflash.py) and DSpark drafts with SpecForge's Markov heads,
+    but refuses, before loading anything, another head, another layout, DFlash2, and a DFlash draft whose block it
+    cannot build (no mask token)."""
     target = config_only_target("Qwen3ForCausalLM", 36, "qwen3")
     dflash = block_draft(2, dflash_config={"target_layer_ids": [1, 17]})
     dspark = block_draft(2, architectures=["Qwen3DSparkModel"], dspark_target_layer_ids=[1, 17],
                          dflash_config={"mask_token_id": 3, "markov_rank": 8, "markov_head_type": "prefix_gru"})
     dflash2 = block_draft(2, architectures=["DFlash2DraftModel"], dflash_config={"mask_token_id": 3})
     spec = block_draft(2, layout="speculators", aux_hidden_state_layer_ids=[2, 18])
-    for command, draft, said in (("accept-rate", dflash, "does not simulate block drafting"),
+    for command, draft, said in (("accept-rate", dspark, "does not simulate DSpark drafting"),
                                  ("fingerprint", dflash, "no mask_token_id"),
                                  ("fingerprint", dspark, "Markov heads (vanilla, gated, rnn"),
                                  ("fingerprint", dflash2, "candidate selector"),

@@ -15,6 +15,8 @@ import pytest
 
 from dflash_canary import CANARIES, boundaries, train_dflash_canary
 
+from eagle_audit.states import State
+
 pytestmark = pytest.mark.full
 
 #: slots the fingerprint determines, as measured (docs/fingerprint.md): on the three-slot canary the draft does not
@@ -86,3 +88,25 @@ def test_the_cli_fingerprints_a_dflash_draft(cli, smollm2_path, dflash_canary):
     data = json.loads(res.stdout)
     assert data["draft"]["kind"] == "dflash" and len(data["inferred"]["slots"]) == 3
     assert data["served"]["convention"] == "sglang-dflash"
+
+
+def test_accept_rate_simulates_the_dflash_canary_s_blocks(smollm2, dflash_canary):
+    """accept-rate on a DFlash draft (issue 34): one block a round, B - 1 = 3 drafts a verify (block_size 4), on
+    the canary's own training prompts. Fed its trained wiring it accepts more than fed states 3-8 layers away
+    (each slot moved), the single-slot fixes are reported as for EAGLE-3, and the figures are per position."""
+    from eagle_audit.accept.run import AcceptOptions, run_accept
+    from eagle_audit.prompts import encode, load_prompts
+
+    ids = tuple(map(tuple, encode(load_prompts(None)[8:12], smollm2.tokenizer)))
+    base = dict(target=str(smollm2.info.name), draft=str(dflash_canary["2-15-27"]), prompt_ids=ids,
+                max_new_tokens=48, use_installed_engine=False)
+    right = run_accept(AcceptOptions(**base), source=smollm2)
+    assert right.settings.mode == "block" and right.settings.num_steps == 3 and right.settings.num_draft_tokens == 4
+    assert [s.label() for s in right.trained.states] == [s.label() for s in right.served.states] == ["B2", "B15", "B27"]
+    tr = right.stats["trained"]
+    assert tr.accept_length > 1.0 and len(tr.per_position) == 3 and tr.verify_steps == sum(tr.histogram)
+    assert right.verdict == "match"
+    wrong = run_accept(AcceptOptions(**base, trained_boundaries=(State(5), State(20), State(24))), source=smollm2)
+    assert wrong.stats["trained"].accept_length < tr.accept_length  # the draft fed states it never saw
+    assert wrong.stats["served"].accept_length == pytest.approx(tr.accept_length)  # the engine still feeds the truth
+    assert len(wrong.attribution) == 3
