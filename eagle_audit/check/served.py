@@ -69,4 +69,4 @@ def run_served(opts, source, captured, prompt_ids, status=None) -> ServedCheck:
     launch = f"{cap.engine} server capturing {', '.join(s.label() for s in cap.states)}" + (
         f" (ids {list(cap.ids)})" if cap.ids is not None else "")
     return ServedCheck(server.url, cap.engine, launch, tuple(cap.states), tuple(check.matches), tuple(check.findings),
-                       len(prompt_ids), check.tokens)
+                       len(prompt_ids), check.tokens, tuple(check.notes))

@@ -159,6 +159,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
             notes.append(f"served states: {check.capture.slots} slots ({', '.join(s.label() for s in check.capture.states)}) "
                          f"from {opts.states_server.url} over {check.tokens} tokens, compared with the local capture "
                          f"({target.spec.origin})")
+            notes.extend(check.notes)
     hint = _suggestion(opts.trainer is not None or bool(opts.trained_boundaries), res, p.aux,
                       [s.cosine for s in slots if s.verdict != "ok"])
     if hint:

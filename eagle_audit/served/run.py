@@ -23,6 +23,7 @@ class ServedCheck:
     findings: tuple[Finding, ...]  # for the draft's served slots
     tokens: int
     thresholds: tuple[float, float] = (0.0, 0.0)  # (cosine min, relative error max) applied
+    notes: tuple[str, ...] = ()  # what the reading said beside the states (a busy server's Retry-After waits)
 
     def to_json(self) -> dict:
         return {"server": self.server.to_json(), "capture": self.capture.to_json(), "tokens": self.tokens,
@@ -66,4 +67,6 @@ def served_check(server: Server, source, prompts_ids: Sequence[Sequence[int]], s
     fed = [(slot, m) for slot, m in fed if m is not None]
     findings = served_findings([m for _, m in fed], engine_title, f"{capture.engine} server {server.url}",
                                slots=[slot for slot, _ in fed])
-    return ServedCheck(server, capture, table, findings, sum(len(r.token_ids) for r in served), (cos_min, rel_max))
+    said = tuple(dict.fromkeys(n for r in served for n in r.notes))
+    return ServedCheck(server, capture, table, findings, sum(len(r.token_ids) for r in served), (cos_min, rel_max),
+                       said)

@@ -44,6 +44,7 @@ class Faults:
     ignore_extra_key: bool = False  # the radix cache shares prefixes across extra_keys (a broken namespace)
     hide_cached: bool = False  # ... and reports cached_tokens 0
     cut_at: float | None = None  # the connection closes after this share of the reply
+    busy: int = 0  # the first this many /generate requests answer 503 with Retry-After: 1 (a busy server)
     drop_decode: int = 0  # the last decoded-token states are lost
     extra_slot: bool = False  # one more slot than the launch gives (wrong width)
 
@@ -332,6 +333,16 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path != "/generate":
             return self._send(404, b'{"error": "not found"}')
+        fake.busy_answered = getattr(fake, "busy_answered", 0)
+        if fake.busy_answered < fake.faults.busy:
+            fake.busy_answered += 1
+            data = b'{"error": "Service Unavailable: the server is overloaded"}'
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Retry-After", "1")
+            self.end_headers()
+            return self.wfile.write(data)
         reply = fake.generate(body)
         self._send(200, json.dumps(reply).encode(), fake.faults.cut_at)
 

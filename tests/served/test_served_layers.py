@@ -82,3 +82,15 @@ def test_the_served_reading_reports_progress(fake, served_target, make_draft):
     with serving(fake()) as url:
         _audit(served_target, make_draft(nested_ids=[1, 2, 3]), url, progress=lambda d, t: calls.append((d, t)))
     assert calls.count((3, 3)) >= 2 and (0, 3) in calls  # the local capture, then the served reading, request by request
+
+
+def test_a_busy_states_server_is_waited_out_and_said(fake, served_target, make_draft, cli):
+    """A 503 with Retry-After from the states server (issue 35): the request is retried after the wait it asks for,
+    the audit goes on, and the wait is in the result's notes."""
+    draft = make_draft(nested_ids=[1, 2, 3])
+    with serving(fake(Faults(busy=1))) as url:
+        r = cli("-t", served_target, "-d", draft, "--trained-boundaries", "2,3,4", "--max-prompts", "2",
+                "--dtype", "float32", "--states-server", url, "--json", "-")
+    assert r.exit_code in (0, 1), r.stderr
+    notes = " ".join(json.loads(r.stdout)["provenance"]["notes"])
+    assert "HTTP 503, retried after the 1 s its Retry-After asked" in notes, notes
