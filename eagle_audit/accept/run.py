@@ -230,8 +230,8 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     if served_conv is not None and (served_conv.base or served_conv).draft_classes and served_conv.draft_class is None:
         unrunnable = served_conv.draft_class_how
     try:
-        models["served"] = (models["trained"] if flags["served"] == flags["trained"] or unrunnable
-                            else load_draft(spec, target, flags["served"]))
+        same = flags["served"] == flags["trained"] or unrunnable or spec.draft_kind.block  # a block draft: one forward
+        models["served"] = models["trained"] if same else load_draft(spec, target, flags["served"])
     except BadCheckpoint as e:
         unrunnable, models["served"] = e.message, models["trained"]
     for side, model in models.items():
@@ -244,7 +244,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
             f"{spec.draft_kind.title} block drafting: {b + 1}-token blocks [bonus, {b} masks], {b} drafts a verify "
             "(the draft's block_size: SGLang's --speculative-num-draft-tokens by default; vLLM with "
             f"num_speculative_tokens {b}); the draft's {param('num_steps')} and tree settings do not apply",))
-    if flags["served"] != flags["trained"]:
+    if flags["served"] != flags["trained"] and not spec.draft_kind.block:
         notes.append(f"draft semantics differ: trained runs {_semantics(flags['trained'])}; served runs "
                      f"{_semantics(flags['served'])}")
 

@@ -89,6 +89,8 @@ def _retry_after(value: str | None) -> float | None:
         return None
     import datetime
 
+    if when.tzinfo is None:  # "-0000" dates parse naive: RFC 9110 dates are GMT
+        when = when.replace(tzinfo=datetime.timezone.utc)
     return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
 
 

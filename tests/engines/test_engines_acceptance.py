@@ -529,3 +529,17 @@ def test_unreachable_server():
 def test_bad_urls(url):
     with pytest.raises(ServerError):
         read_server(ServerOptions(url, "sglang"), [[1, 2]], 4)
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    """RFC 9110: a delay in seconds or an HTTP date (GMT; a "-0000" date parses without a zone and is GMT too)."""
+    import email.utils
+    import time as _time
+
+    from eagle_audit.engines.http import _retry_after
+
+    assert _retry_after("3") == 3.0 and _retry_after(None) is None and _retry_after("soon") is None
+    later = email.utils.formatdate(_time.time() + 30, usegmt=True)
+    assert 25 <= _retry_after(later) <= 31
+    assert _retry_after(later.replace("GMT", "-0000")) == pytest.approx(_retry_after(later), abs=2)
+    assert _retry_after("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0  # a date past: no wait
