@@ -169,7 +169,8 @@ def cli_markdown() -> str:
     root = _root()
     out = [GENERATED, "", "# Command-line reference", "",
            "Every command, every option, its default and its meaning, as `eagle-audit COMMAND --help` prints them.",
-           "", "```", "eagle-audit --version", "eagle-audit --help", "eagle-audit COMMAND --help", "```", ""]
+           "", "```", "eagle-audit --version", "eagle-audit --help", "eagle-audit COMMAND --help        # the options a run names, at 80 columns",
+           "eagle-audit COMMAND --help-all    # every option below, with its whole text", "```", ""]
     out += ["Commands: " + ", ".join(f"[`{n}`](#eagle-audit-{n})" for n in root.commands), ""]
     for name, cmd in root.commands.items():
         out += [f"## eagle-audit {name}", "", "```", _synopsis(f"eagle-audit {name}", cmd), "```", ""]
