@@ -12,7 +12,10 @@ disjoint from the search's and the second round's):
    B15``), and a slot that would then name more than ``MAX_NAMED`` states is undetermined. So "exact" never
    comes from one pass: it needs the search's text and the confirmation's to agree.
    A slot named by fc's weights (:func:`~.weights.combine`) holds where the confirmation's interval contains
-   the weights' state: the rule that named it, on this text.
+   the weights' state: the rule that named it, on this text. A slot where both lines separate the same one state
+   (``lines`` "both", :func:`agreed`) is not re-judged: two independent readings (the draft's function on the
+   search's text, fc's weights against the states) already agree, and re-separating its neighbours is the
+   confirmation's largest cost (one draft forward per state). Its accept length is still judged (2.).
 2. **Simulated accept length** (:func:`accept_lengths`, ``accept-rate``'s simulation: greedy verify of a chain of
    ``steps`` drafts from every accepted point, :func:`eagle_audit.simulate.accept.simulate`) of the declared
    wiring, the measured one (:func:`~.claims.settled`) and the engine's. A finding raised from the weights
@@ -31,8 +34,10 @@ with G-1 degrees of freedom, one unit per prompt (as :func:`~.intervals.paired_i
 
 Assumptions, named: the engine drafts a chain (``topk`` 1) of ``CONFIRM_STEPS`` tokens (``accept-rate``'s default;
 a tree draft's accept length ranks wirings the same way it was not measured to); the draft runs as declared
-(flags), as in the search; a block draft (DFlash / DSpark) has no accept-length simulation here, so its findings are
-judged on the search's text alone (the result says so).
+(flags), as in the search. A block draft (DFlash) is re-judged with its own scorer (the block's first drafted token,
+:class:`~.score.BlockScorer`) and its accept length simulated as the engines draft it (:mod:`eagle_audit.simulate.block`:
+the block's B-1 drafts a round, not ``CONFIRM_STEPS``); a kind accept-rate does not simulate (DSpark, for now) gets
+no confirmation, and its findings rest on the search's text (the result says so).
 """
 
 from __future__ import annotations
@@ -48,7 +53,7 @@ from ..errors import param
 from ..states import State
 from .intervals import Interval, t_quantile, tokens_to_separate
 from .result import MAX_NAMED
-from .score import Corpus, Scorer
+from .score import Corpus, scorer_for
 from .search import SearchTrace, judge, slot_table
 from .verdict import Inference
 
@@ -183,27 +188,36 @@ def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str
     cands = corpus.candidates
     index = {s: j for j, s in enumerate(cands)}
     best = tuple(index[s] for s in inf.best)
-    scorer = Scorer(draft, corpus)
+    scorer = scorer_for(draft, corpus)
     rows = inf.agreement.logprob  # the search's last sweep: [slot][state] mean log-prob on its own text
     again = {i: set(sorted(range(len(cands)), key=lambda j: -rows[i][j])[:RECHECK]) | {index[c] for c in sl.candidates}
-             for i, sl in enumerate(inf.slots) if not sl.undetermined}
+             for i, sl in enumerate(inf.slots) if not sl.undetermined and not agreed(sl)}
     lp, top1 = slot_table(scorer, best, len(cands), states=again)
     trace = SearchTrace(best, (), lp, top1, 0, scorer.evaluations)
     judged = {j.index: j for j in judge(scorer, trace, max_named=MAX_NAMED)}
     out, said = [], []
     for sl in inf.slots:
         j = judged.get(sl.index)
+        if agreed(sl):
+            out.append(sl)  # confirmed stays None: not re-judged
+            said.append(f"held: the draft's function and fc's weights both separate {sl.best.label()}; "
+                        "not re-judged")
+            continue
         if j is None:
             out.append(sl)
             said.append("not re-judged (undetermined on the search's text)")
             continue
         again = tuple(cands[c] for c in j.candidates)
         union = tuple(sl.candidates) + tuple(s for s in again if s not in sl.candidates)
-        if sl.weights_state is not None and sl.candidates == (sl.weights_state,) and sl.weights_state in again:
+        if sl.weights_state is not None and sl.candidates == (sl.weights_state,) and (sl.weights_state in again
+                                                                                     or j.uninformed):
             # weights.combine's rule on this text: one line separates the state, the other's interval contains it
+            # (where the draft does not use the slot's information on this text, it excludes none)
             out.append(replace(sl, confirmed=True, confirm_tokens=scorer.scored))
-            said.append(f"held: fc's weights separate {sl.weights_state.label()}, and the confirmation's "
-                        f"{' or '.join(s.label() for s in again)} contains it, on {scorer.scored} tokens")
+            where = ("the draft does not use the slot's information on the confirmation's text (it excludes no "
+                     "state)" if j.uninformed else f"the confirmation's {' or '.join(s.label() for s in again)} "
+                     "contains it")
+            said.append(f"held: fc's weights separate {sl.weights_state.label()}, and {where}, on {scorer.scored} tokens")
             continue
         if union == tuple(sl.candidates):
             out.append(replace(sl, confirmed=True, confirm_tokens=scorer.scored))
@@ -217,6 +231,12 @@ def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str
         said.append(f"widened: the confirmation does not separate {' or '.join(s.label() for s in union[len(sl.candidates):])}"
                     f" from {sl.best.label()} on {scorer.scored} tokens")
     return with_slots(inf, tuple(out)), tuple(said), scorer.scored
+
+
+def agreed(sl) -> bool:
+    """Both lines of evidence separate the same one state in this slot (module doc, 1)."""
+    return (sl.lines == "both" and sl.weights_state is not None and tuple(sl.candidates) == (sl.weights_state,)
+            and not sl.undetermined)
 
 
 def with_slots(inf: Inference, slots: tuple) -> Inference:
@@ -277,14 +297,18 @@ def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], me
     accept length whatever the re-judgement says of its slots: a slot the confirmation's text cannot name (a short
     canary off its training text left every slot undetermined) may still carry a miswiring that costs accept length,
     and the accept length on that text decides whether the finding stands."""
-    from ..runtime.eagle3 import load_draft_model
+    from ..runtime.load import load_draft
     from ..simulate.accept import make_cases
     from .corpus import prepare_corpus
 
     t0 = time.perf_counter()
     say(f"confirmation: {len(prompt_ids)} other prompts, the pick judged again and in simulated accept length")
     corpus = prepare_corpus(target, prompt_ids, max_new_tokens, say)
-    draft = load_draft_model(spec, target, flags)
+    draft = load_draft(spec, target, flags)
+    if spec.draft_kind.block:  # a block draft drafts its block's B-1 tokens a round, whatever ``steps`` says
+        from ..simulate.block import block_steps
+
+        steps = block_steps(draft)
     inf, said, scored = rejudge(inf, draft, corpus)
     cases, _ = make_cases(target, prompt_ids, max_new_tokens, batch=8)  # from the source's memo (continued above)
     wirings = {"declared": tuple(declared), "measured": tuple(measured)}

@@ -40,7 +40,7 @@ from ..states import State
 from .corpus import unsearched_neighbours
 from .defaults import ttt_steps_for
 from .result import MAX_NAMED, Agreement, SlotInference
-from .score import Corpus, Scorer
+from .score import Corpus, Scorer, scorer_for
 from .search import LOGPROB_EQUIVALENT, TOP1_EQUIVALENT, joint_interval, judge, search, slot_table, top1_interval
 from .verdict import Inference
 
@@ -60,7 +60,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     :func:`~eagle_audit.fingerprint.defaults.ttt_steps_for`); the search scores step 0."""
     import time
 
-    from ..runtime.eagle3 import load_draft_model
+    from ..runtime.load import load_draft
 
     say = status or (lambda m: None)
     if not spec.uses_aux:
@@ -71,17 +71,9 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     aux = check_target_fit(spec, info)
     cands = corpus.candidates
     index = {s: j for j, s in enumerate(cands)}
-    if spec.draft_kind.block:  # a block draft: its own forward, the same scoring (score.BlockScorer)
-        from ..runtime.block import load_dflash_draft
-        from .score import BlockScorer
-
-        draft = load_dflash_draft(spec, target)
-        t2 = time.perf_counter()
-        scorer = BlockScorer(draft, corpus)
-    else:
-        draft = load_draft_model(spec, target, flags)
-        t2 = time.perf_counter()
-        scorer = Scorer(draft, corpus)  # the search scores step 0; later_steps decides what the judgement reads
+    draft = load_draft(spec, target, flags)  # a block draft: its own forward, the same scoring (score.BlockScorer)
+    t2 = time.perf_counter()
+    scorer = scorer_for(draft, corpus)  # the search scores step 0; later_steps decides what the judgement reads
     if scorer.coverage < MIN_COVERAGE:
         first = next((st for _, st in starts if len(st) == aux), ())
         return Inference(tuple(first), (), "none", None, None, None, None, scorer.scored, scorer.coverage,

@@ -39,7 +39,8 @@ def _evidence(s) -> str:
         more = f"; about {want} scored tokens would {'name at most 3' if s.undetermined else 'separate it'}" \
             if want else "; more text of this kind is not expected to tell"
         return f"{len(s.candidates)} states not separated{more}"
-    again = ", and again on the confirmation's prompts" if s.confirmed else ""
+    again = (", and again on the confirmation's prompts" if s.confirmed else
+             ", and by fc's weights" if s.lines == "both" and s.weights_state == s.best else "")
     return f"separated on {s.scored_tokens} tokens{again}"
 
 

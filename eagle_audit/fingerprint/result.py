@@ -106,6 +106,8 @@ class SlotInference:
             return replace(self, unsearched=(), ambiguous=True).needs() + beside
         if not self.ambiguous:
             again = (f", and again on {self.confirm_tokens} tokens of other prompts (the confirmation)" if self.confirmed
+                     else ", and fc's weights separate it too (two lines agree: the confirmation does not re-judge it)"
+                     if self.lines == "both" and self.weights_state == self.best
                      else f"; not confirmed on prompts that did not choose it (the confirmation, {param('confirm_prompts')})")
             return (f"separated on {on}"
                     + (f" (about {self.separate_tokens} tokens would do)" if self.separate_tokens else "") + again)

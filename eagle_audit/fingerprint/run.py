@@ -71,7 +71,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     confirm_ids = (token_ids(opts.confirm_prompt_ids, confirming, target.tokenizer, opts.max_tokens, "confirmation prompts")
                    if opts.confirm_prompt_ids is not None or confirming else [])
     t0 = time.perf_counter()
-    confirms = kind.simulated and not kind.block  # the confirmation re-judges with the EAGLE-3 scorer
+    confirms = kind.simulated  # the confirmation judges the pick in simulated accept length
     if confirm_ids and confirms:  # the search's and the confirmation's text continued together
         from ..source import as_source  # (one batched decode, not two: docs/performance.md)
 
@@ -94,8 +94,7 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     inf = second_round(target, spec, corpus, starts, flags, inf, reserve, opts, say, ttt_steps)
     confirmation, standing, judged = None, None, inf
     if not confirms:
-        why = (f"accept-rate does not simulate {kind.title} drafting" if not kind.simulated else
-               "the confirmation's re-judgement and accept length are not run for block drafts yet")
+        why = f"accept-rate does not simulate {kind.title} drafting"
         notes.append(f"{kind.name} draft: no confirmation ({why}); the findings rest on the search's text alone")
     elif inf.states is not None:
         served_states = served.states if served is not None else None

@@ -354,3 +354,9 @@ class BlockScorer(Scorer):
 
     def baseline(self) -> Score:
         return self._run(lambda rows: None)
+
+
+def scorer_for(draft, corpus: Corpus) -> Scorer:
+    """The one choice of scorer by the draft network's kind: a block draft's own forward
+    (:class:`BlockScorer`, :class:`~eagle_audit.runtime.block.DFlashDraft`) or the EAGLE-3 step-0 scorer."""
+    return BlockScorer(draft, corpus) if hasattr(draft, "blocks") else Scorer(draft, corpus)

@@ -13,13 +13,17 @@ from .verdict import Inference
 def unsettled(inf: Inference, extra_tokens: int) -> list[int]:
     """Slots a second round of ``extra_tokens`` more scored tokens (prompts like these) is expected to settle:
     ambiguous or undetermined, used by the draft (not ``unused``, not ``uninformed``: more text of this kind
-    would not change that), and whose estimate (``name_tokens`` for an undetermined slot, ``separate_tokens``
-    for an ambiguous one) is within the evidence the two rounds would have."""
+    would not change that), whose two lines of evidence do not exclude each other (``lines`` "disagree": more text
+    narrows the function's interval, and the weights' state lies outside it already, so the slot stays
+    undetermined; the demo's slot 2 spent 46 s of a second round so), and whose estimate (``name_tokens`` for an
+    undetermined slot, ``separate_tokens`` for an ambiguous one) is within the evidence the two rounds would have.
+    Assumption, named: more text shrinks the function's interval around the same best (it does not move the best
+    into the weights' reading)."""
     if inf.confidence == "none":
         return []
     out = []
     for sl in inf.slots:
-        if not sl.ambiguous or sl.unused or sl.uninformed:
+        if not sl.ambiguous or sl.unused or sl.uninformed or sl.lines == "disagree":
             continue
         if sl.unsearched and len(sl.candidates) == 1:  # only a state the source does not give: more text cannot tell
             continue

@@ -274,7 +274,8 @@ def combine(slots: Sequence, reading: WeightReading | None) -> tuple:
     * the two agree (the function's named states and the weights' share one): the function's slot, narrowed to the
       weights' state where the weights separate it and the function's interval contains it;
     * the function names nothing (undetermined, or it does not use the slot's information) and the weights separate
-      a state its interval contains (not separated from its best): that state, ``lines`` "weights";
+      a state its interval contains (not separated from its best; where the draft does not use the slot's
+      information, ``uninformed``, the function excludes no state): that state, ``lines`` "weights";
     * they exclude each other (no state in common): undetermined, both readings in the slot's one line. Never a
       slot named on the weights against the function's interval.
     """
@@ -288,12 +289,15 @@ def combine(slots: Sequence, reading: WeightReading | None) -> tuple:
         said = sl.text()
         sl = replace(sl, weights=w.text(), weights_state=w.best if w.separated else None)
         F = tuple(sl.candidates)
-        common = [s for s in F if s in w.candidates]
+        # a slot whose information the draft does not use (uninformed: its best scores as well shuffled over the
+        # positions) has no interval: the function excludes no state there
+        anything = sl.uninformed
+        common = list(w.candidates) if anything else [s for s in F if s in w.candidates]
         named = not sl.undetermined and not sl.uninformed
         if not common and not sl.unsearched:
             out.append(replace(sl, lines="disagree", function=said, undetermined=True,
                                ambiguous=True))
-        elif w.separated and w.best in F and (len(F) > 1 or not named):
+        elif w.separated and (anything or w.best in F) and (len(F) > 1 or not named):
             out.append(replace(sl, best=w.best, candidates=(w.best,), ambiguous=bool(sl.unsearched),
                                undetermined=False, uninformed=False, equivalent=(), function=said, lines="weights" if not named else "both"))
         elif named and common:

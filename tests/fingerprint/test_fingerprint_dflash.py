@@ -110,3 +110,29 @@ def test_accept_rate_simulates_the_dflash_canary_s_blocks(smollm2, dflash_canary
     assert wrong.stats["trained"].accept_length < tr.accept_length  # the draft fed states it never saw
     assert wrong.stats["served"].accept_length == pytest.approx(tr.accept_length)  # the engine still feeds the truth
     assert len(wrong.attribution) == 3
+
+
+def test_the_confirmation_judges_a_dflash_draft_in_simulated_accept_length(smollm2, smollm2_path, dflash_canary):
+    """The fingerprint's confirmation runs on a block draft (issue 34): the pick re-judged with the block scorer, the
+    accept length of the declared, measured and served wirings simulated as the engines draft a DFlash block (its
+    B - 1 = 3 drafts a round, not CONFIRM_STEPS). The canary's trained wiring drafts on its own training text
+    (bench/results/dflash_accept_cpu.json: 3.58 on prompts 9-12), so the declared wiring's accept length is above 1
+    and at least the served one's where they differ; no finding names a state the truth misses."""
+    from eagle_audit.fingerprint.options import FingerprintOptions
+    from eagle_audit.fingerprint.run import run_fingerprint
+    from eagle_audit.prompts import encode, load_prompts
+
+    ids = lambda sl: tuple(map(tuple, encode(load_prompts(None)[sl], smollm2.tokenizer)))  # noqa: E731
+    opts = FingerprintOptions(target=smollm2_path, draft=str(dflash_canary["2-15-27"]), prompt_ids=ids(slice(8, 12)),
+                              confirm_prompt_ids=ids(slice(12, 16)), max_new_tokens=48, use_installed_engine=False)
+    res = run_fingerprint(opts, source=smollm2)
+    c = res.confirmation
+    assert c is not None and c.steps == 3, res.provenance
+    declared = c.wirings["declared"]
+    assert [s.boundary for s in declared.states] == list(boundaries("2-15-27"))
+    assert declared.accept_length > 1.5, declared
+    if "served" in c.wirings and c.wirings["served"].states != declared.states:
+        assert c.wirings["served"].accept_length <= declared.accept_length + 0.05
+    assert not any("no confirmation" in n for n in res.provenance.get("notes", ()))
+    for sl, b in zip(res.slots, boundaries("2-15-27")):
+        assert sl.admits(State(b)), sl.text()

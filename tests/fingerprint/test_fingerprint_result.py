@@ -159,6 +159,22 @@ def test_a_second_round_is_asked_only_for_slots_more_text_would_settle():
     assert unsettled(inf, 400) == [0, 4]  # the draft does not use slots 2 and 3 on such text: more of it won't help
     assert unsettled(inf, 100) == []
     assert unsettled(replace(inf, confidence="none"), 10_000) == []
+    # the two lines exclude each other (the demo's slot 2): more text narrows the function's interval, which
+    # excludes the weights' state already, so no second round is spent on it
+    split = replace(near, lines="disagree", function="B16", weights="B23 or B28")
+    assert unsettled(replace(inf, slots=(split,) + inf.slots[1:]), 400) == [4]
+
+
+def test_a_slot_both_lines_separate_says_so_and_is_not_re_judged():
+    from dataclasses import replace
+
+    from eagle_audit.fingerprint.confirm import agreed
+
+    s = replace(slot([State(15)]), lines="both", weights="B15", weights_state=State(15), separate_tokens=120)
+    assert agreed(s) and not agreed(replace(s, weights_state=State(16))) and not agreed(replace(s, lines="function"))
+    assert not agreed(replace(s, candidates=(State(15), State(16)), ambiguous=True))
+    assert s.needs() == ("separated on 400 scored tokens (about 120 tokens would do), and fc's weights separate it "
+                         "too (two lines agree: the confirmation does not re-judge it)")
 
 
 def test_how_sure_names_the_training_time_test_steps_it_scored():

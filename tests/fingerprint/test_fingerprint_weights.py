@@ -107,13 +107,16 @@ def test_the_two_lines_combined():
         c = tuple(State(b) for b in cands)
         return WeightSlot(index, (), c[0], None, None, c, 0.06, informed)
 
-    reading = WeightReading((w(0, [3]), w(1, [23, 28]), w(2, [8]), w(3, [20]), w(4, [7], informed=False)),
+    reading = WeightReading((w(0, [3]), w(1, [23, 28]), w(2, [8]), w(3, [20]), w(4, [7], informed=False), w(5, [27])),
                             Statistic(), (), 0.0)
     function = (_slot(0, [3, 4, 2]),  # ambiguous; the weights separate B3 inside it: B3, by both lines
                 _slot(1, [16]),  # the demo's slot 2: each excludes the other's reading
                 _slot(2, [9, 8, 10, 11, 7], undetermined=True),  # the weights separate B8, within the interval
                 _slot(3, [9, 8, 10, 11, 7], undetermined=True),  # the weights separate B20, outside it: not named
-                _slot(4, [7, 8]))  # no reading from the weights: the function's
+                _slot(4, [7, 8]),  # no reading from the weights: the function's
+                # the draft does not use the slot's information (best B11 shuffled as well): the function excludes
+                # nothing, the weights name B27 (tests/trainers speculators-default's slot 2, docs/fingerprint.md)
+                _slot(5, [11, 12], undetermined=True, uninformed=True))
     out = combine(function, reading)
     assert out[0].candidates == (State(3),) and out[0].lines == "both" and not out[0].ambiguous
     assert out[1].undetermined and out[1].lines == "disagree"
@@ -122,3 +125,4 @@ def test_the_two_lines_combined():
     assert out[2].needs().startswith("fc's weights separate B8")
     assert out[3].undetermined and out[3].lines == "disagree" and "weights B20" in out[3].text()
     assert out[4].candidates == (State(7), State(8)) and out[4].lines == "function"
+    assert out[5].candidates == (State(27),) and out[5].lines == "weights" and not out[5].undetermined
