@@ -4,9 +4,9 @@ Exit codes: :data:`EXIT_MEANINGS` (docs/cli.md is generated from it); 1 never me
 
 Library text never names a CLI flag. Where an error, a hint, a finding or a suggestion speaks of a
 parameter, it names it as the Python API does, marked by :func:`param` (```num_steps```, or
-```trainer='fingerprint'``` with a value); the CLI edge (:mod:`eagle_audit.cli.common`) shows each such
-reference as the running command's flag (``--num-steps``, ``--trainer fingerprint``). No other word of a text
-is rewritten: "default target" stays as it is.
+```trainer='fingerprint'``` with a value); the CLI edge (:mod:`eagle_audit.cli.edge`, through
+:mod:`eagle_audit.cli.flags`) shows each such reference as the running command's flag (``--num-steps``,
+``--trainer fingerprint``). No other word of a text is rewritten: "default target" stays as it is.
 """
 
 from __future__ import annotations

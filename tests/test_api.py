@@ -37,7 +37,7 @@ def test_audit_layers_returns_what_the_cli_writes(tiny_targets, make_draft, cli)
 
     import typer.main
 
-    from eagle_audit.cli.common import flagged
+    from eagle_audit.cli.flags import flagged
     from eagle_audit.cli.main import app
 
     layers_command = SimpleNamespace(command=typer.main.get_command(app).commands["layers"])

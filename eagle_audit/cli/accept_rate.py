@@ -8,7 +8,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, use_threads
+from .console import err
+from .defaults import use_threads
+from .edge import error_edge
+from .progress import reporter
+from .unused import SERVER_REACH, refuse_unused
 from .options import AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option
 
 
@@ -28,7 +32,7 @@ def server_hints():
         raise
 
 
-#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.unused.refuse_unused`)
 ACCEPT_UNUSED = (
     ("hidden_states_dir", "!states_server", "it says where a vLLM --states-server writes its states, and none is given"),
     (SERVER_REACH[1:-1], "!server|!states_server", "it says how to reach a --server or --states-server, and none is given"),

@@ -9,12 +9,17 @@ import functools
 import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
-from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, states_server_url, use_threads
+from .console import err
+from .defaults import use_threads
+from .deprecations import states_server_url
+from .edge import error_edge
+from .progress import reporter
+from .unused import SERVER_REACH, refuse_unused
 from .options import (AcceptArgs, AuditArgs, OldServer, ServerArgs, Verbose, audit_command, hidden_states_dir_option,
                       states_server_option, static_option)
 
 
-#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.unused.refuse_unused`)
 CHECK_UNUSED = (
     (("states_server", "server"), "static", "--static runs the static audit only, so the server is never asked"),
     ("fingerprint", "static", "--static loads no weights, so nothing is read off them"),

@@ -8,12 +8,16 @@ import typer
 
 from ..errors import EXIT_MISMATCH, EXIT_OK
 from ..fingerprint.defaults import CONFIRM_PROMPTS, MORE_PROMPTS
-from .common import SERVER_REACH, error_edge, refuse_unused, reporter, states_server_url, use_threads
+from .defaults import use_threads
+from .deprecations import states_server_url
+from .edge import error_edge
+from .progress import reporter
+from .unused import SERVER_REACH, refuse_unused
 from .options import (AuditArgs, ConfirmPrompts, MaxNewTokens, MorePrompts, OldServer, ServerArgs, TttSteps, Verbose,
                       audit_command, hidden_states_dir_option, states_server_option)
 
 
-#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.unused.refuse_unused`)
 FINGERPRINT_UNUSED = ((SERVER_REACH, "!states_server|!server", "it says how to reach a --states-server, and none is "
                                                               "given"),)
 

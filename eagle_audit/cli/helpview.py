@@ -70,7 +70,7 @@ def _text(command, full: bool, width: int) -> list[tuple[str, str]]:
     return out
 
 
-#: set for one run by the command group when ``--help-all`` was given (cli/common.py ``Group.main``)
+#: set for one run by the command group when ``--help-all`` was given (cli/group.py ``Group.main``)
 FULL = {"on": False}
 
 

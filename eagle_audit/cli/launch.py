@@ -9,7 +9,11 @@ from rich.console import Console
 from rich.text import Text
 
 from ..engines.lines import LINE_ENGINES, LaunchLines, launch_lines
-from .common import audit_inputs, check_outputs, default_inputs, error_edge, out, write_json
+from .console import out
+from .defaults import default_inputs
+from .edge import error_edge
+from .safety import audit_inputs, check_outputs
+from .write import write_json
 from .options import Draft, JsonOut, NumSteps, Target
 
 ROLES = (("speculative", "serving the draft (speculative decoding): accept-rate --server URL"),

@@ -14,12 +14,18 @@ from ..layers.fix import merge_patch
 from ..layers.render import render_layers
 from ..layers.run import LayersOptions, run_layers
 from .accept_rate import server_hints
-from .common import SERVER_REACH, err, error_edge, refuse_unused, reporter, states_server_url, use_threads, wrote
+from .console import err
+from .defaults import use_threads
+from .deprecations import states_server_url
+from .edge import error_edge
+from .pending import wrote
+from .progress import reporter
+from .unused import SERVER_REACH, refuse_unused
 from .options import (AuditArgs, OldServer, ServerArgs, audit_command, hidden_states_dir_option, states_server_option,
                       static_option)
 
 
-#: options that do nothing in some combinations (:func:`eagle_audit.cli.common.refuse_unused`)
+#: options that do nothing in some combinations (:func:`eagle_audit.cli.unused.refuse_unused`)
 LAYERS_UNUSED = (
     (("states_server", "server"), "static", "--static loads no weights and reads no state, so the server is never asked; drop --static "
      "to compare the server's states with the local capture"),

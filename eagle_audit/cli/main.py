@@ -8,7 +8,7 @@ import typer
 
 from .accept_rate import accept_rate
 from .check import check
-from .common import Group
+from .group import Group
 from .fingerprint import fingerprint
 from .launch import launch
 from .layers import layers

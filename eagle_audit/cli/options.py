@@ -19,7 +19,13 @@ from typer import BadParameter
 from ..accept.limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from ..engines.http import DEFAULT_DEADLINE, DEFAULT_TIMEOUT
 from ..errors import AuditError
-from .common import audit_inputs, check_outputs, command_line, default_inputs, err, flagged, out, write_json, wrote
+from .console import err, out
+from .defaults import default_inputs
+from .flags import flagged
+from .invocation import command_line
+from .pending import wrote
+from .safety import audit_inputs, check_outputs
+from .write import write_json
 
 
 def in_range(lo: float | None = None, hi: float | None = None, *, lo_open: bool = False, integer: bool = False):
@@ -132,7 +138,7 @@ def states_server_option(help: str):
 
 
 #: ``--server`` where it once named a states server (layers, check, fingerprint): kept one release, hidden, with a
-#: one-line deprecation (:func:`eagle_audit.cli.common.states_server_url`)
+#: one-line deprecation (:func:`eagle_audit.cli.deprecations.states_server_url`)
 OldServer = Annotated[Optional[str], typer.Option("--server", hidden=True,
                                                   help="Deprecated: the earlier name of --states-server here.")]
 

@@ -14,7 +14,9 @@ from ..probe import (DELEGATING_UNRESOLVED, PROBERS, SUPPORTED, UNRECOGNISED, UN
                      probe_engine, to_convention, to_convention_data)
 from ..probe.trainer import DELEGATING_TRAINERS, trainer_convention, trainer_convention_data
 from ..terminal import print_table
-from .common import check_outputs, error_edge, write_output
+from .edge import error_edge
+from .safety import check_outputs
+from .write import write_output
 
 
 def probe(

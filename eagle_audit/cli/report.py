@@ -7,7 +7,11 @@ from typing import Annotated, Optional
 import typer
 
 from ..errors import AuditError
-from .common import check_outputs, err, error_edge, write_output, wrote
+from .console import err
+from .edge import error_edge
+from .pending import wrote
+from .safety import check_outputs
+from .write import write_output
 
 
 def report(
@@ -68,10 +72,11 @@ PRODUCERS = {"eagle-audit/layers/1": "layers", "eagle-audit/accept-rate/1": "acc
 def _as_written(doc: dict) -> dict:
     """A result as the CLI writes it: a result the Python API saved names its parameters (```trainer='fingerprint'```);
     the report shows them as the flags of the command that writes that result (``--trainer fingerprint``), as
-    that command's terminal output and JSON do (:func:`eagle_audit.cli.common.flagged`)."""
+    that command's terminal output and JSON do (:func:`eagle_audit.cli.flags.flagged`)."""
     from types import SimpleNamespace
 
-    from .common import flagged, get_current_context
+    from .click_api import get_current_context
+    from .flags import flagged
 
     ctx = get_current_context(silent=True)
     group = ctx.find_root().command if ctx is not None else None

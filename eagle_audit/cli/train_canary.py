@@ -8,7 +8,12 @@ import typer
 
 from ..errors import EXIT_OK, param
 from ..outputs import check_canary_out
-from .common import PENDING, audit_inputs, check_outputs, err, error_edge, out, use_threads, write_json, wrote
+from .console import err, out
+from .defaults import use_threads
+from .edge import error_edge
+from .pending import PENDING, wrote
+from .safety import audit_inputs, check_outputs
+from .write import write_json
 from .options import JsonOut, Prompts, Target, Threads, in_range
 
 

@@ -1,5 +1,6 @@
-"""The CLI edge every command shares (eagle_audit/cli/common.py): exit codes 0/1/2/3, one `error:` line
-for usage errors and bad numbers, an internal error never exits 1, outputs that would touch an input are
+"""The CLI edge every command shares (eagle_audit/cli/: edge.py, group.py, flags.py, safety.py, pending.py,
+progress.py): exit codes 0/1/2/3, one `error:` line for usage errors and bad numbers, an error line is one
+printable line of bounded length, an internal error never exits 1, outputs that would touch an input are
 refused before anything runs, and library errors are shown with the command's flags."""
 
 import json
@@ -398,9 +399,9 @@ def test_progress_goes_to_stderr_as_lines_a_log_keeps(cli, tiny_targets, make_dr
     prompt progress are plain stderr lines with the seconds since the start; stdout keeps only the data. (A run
     shorter than ``LOG_AFTER`` seconds prints none, so a bad input stays one line; this tiny run is that short,
     so the wait is 0 here.)"""
-    import eagle_audit.cli.common as common
+    import eagle_audit.cli.progress as progress
 
-    monkeypatch.setattr(common, "LOG_AFTER", 0.0)
+    monkeypatch.setattr(progress, "LOG_AFTER", 0.0)
     res = cli("-t", tiny_targets["llama"].path, "-d", make_draft(nested_ids=[1, 3, 4]), "--max-prompts", 2,
               "--max-tokens", 16, "--builtin-rules", "--json", tmp_path / "r.json")
     assert res.exit_code == 0, res.output  # SpecForge's ids, which SGLang reads: a match
@@ -459,3 +460,13 @@ def test_states_from_is_one_line_when_wrong_or_idle(cli):
     assert r.exit_code == 2 and "--states-from does nothing here" in r.output
     r = cli("--states-from", "server", command="accept-rate")
     assert r.exit_code == 2 and "--states-from does nothing here" in r.output
+
+
+def test_one_line_escapes_and_bounds_a_message():
+    from eagle_audit.cli.edge import LINE_LIMIT, one_line
+
+    assert one_line("a\nb\tc\x1b[31m") == "a\\nb\\tc\\x1b[31m"
+    long = "x" * 1000 + "END"
+    cut = one_line(long)
+    assert len(cut) <= LINE_LIMIT and " ... " in cut and cut.endswith("END") and cut.startswith("xxx")
+    assert one_line("short") == "short"

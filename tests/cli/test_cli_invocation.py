@@ -1,12 +1,10 @@
-"""eagle_audit/cli/common.py: the command a result records (``provenance.command``) reproduces the run, naming
-only what differs from the defaults; an error line is one printable line of bounded length."""
+"""eagle_audit/cli/invocation.py: the command a result records (``provenance.command``) reproduces the run, naming
+only what differs from the defaults."""
 
 from __future__ import annotations
 
 import json
 import shlex
-
-from eagle_audit.cli.common import LINE_LIMIT, one_line
 
 
 def _without_command(doc: dict) -> dict:
@@ -32,11 +30,3 @@ def test_the_recorded_command_reproduces_the_result(cli, config_only_target, mak
     again = cli(*args)
     assert again.exit_code == res.exit_code, again.output
     assert _without_command(json.loads(second.read_text())) == _without_command(doc)
-
-
-def test_one_line_escapes_and_bounds_a_message():
-    assert one_line("a\nb\tc\x1b[31m") == "a\\nb\\tc\\x1b[31m"
-    long = "x" * 1000 + "END"
-    cut = one_line(long)
-    assert len(cut) <= LINE_LIMIT and " ... " in cut and cut.endswith("END") and cut.startswith("xxx")
-    assert one_line("short") == "short"
