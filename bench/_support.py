@@ -11,7 +11,7 @@ module names from their own folders (its default ``prepend`` import mode; ``test
 import each other the same way (``from wheels import ...``, ``from sglang_engine import ...``). Making ``tests/``
 a package would rename every test module and every such import under the other branches' feet, so the folders a
 script borrows from are declared here, once, and :func:`test_helpers` puts them on ``sys.path`` as the
-conftests do (``tests/served/conftest.py`` adds ``tests/engine``).
+conftests do (``tests/served/conftest.py`` adds ``tests/engine_wheels``).
 
 A result is one JSON object (:func:`record`): ``machine`` (one key: the GPUs, the CPU cores and the
 architecture; the label in ``EAGLE_AUDIT_BENCH_MACHINE``, for instance the lent kind ``nvidia-h200``, first
@@ -50,7 +50,7 @@ HELPER_FOLDERS = {
     "tests": TESTS,  # wheels.py, architectures.py
     "fingerprint": TESTS / "fingerprint",  # fp_canaries.py
     "served": TESTS / "served",  # sglang_server.py, sglang_pieces.py, served_tiny.py, http_serving.py
-    "engine": TESTS / "engine",  # sglang_engine.py (imported by tests/served's helpers)
+    "engine_wheels": TESTS / "engine_wheels",  # sglang_engine.py (imported by tests/served's helpers)
     "trainers": TESTS / "trainers",  # real_drafts.py, specforge_drafts.py
 }
 

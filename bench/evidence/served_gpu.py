@@ -33,7 +33,7 @@ from pathlib import Path
 
 from bench._support import record, test_helpers, write
 
-test_helpers("served", "engine")  # sglang_server, sglang_pieces, served_tiny; sglang_engine; tests/ for wheels
+test_helpers("served", "engine_wheels")  # sglang_server, sglang_pieces, served_tiny; sglang_engine; tests/ for wheels
 
 
 def sync(dev):

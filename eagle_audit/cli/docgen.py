@@ -257,7 +257,7 @@ def conventions_markdown() -> str:
             "An engine picks the class by the draft config's `architectures[0]` (or, for a speculators config, by "
             "its config loader); eagle-audit applies that class's fc sizing, flags and attention, never one class's "
             "semantics to every draft whose architecture mentions EAGLE-3. Verified against the engines' own "
-            "constructors, loader and registries executed from the wheels (`tests/engine/test_engine_draft_classes.py`).",
+            "constructors, loader and registries executed from the wheels (`tests/engine_wheels/test_engine_draft_classes.py`).",
             "", "| engine | class | architectures | attention | fc sized from | flags honoured | "
             "`use_aux_hidden_state: false` | read from |", "|---|---|---|---|---|---|---|---|"]
     for name, conv in sorted(conventions.builtin_conventions("engine").items()):

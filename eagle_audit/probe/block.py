@@ -23,7 +23,7 @@ What this module derives from the files, and how:
   :data:`AFTER_LAYER_TAPS`, a declared table whose every entry names the line of its test; the probe checks the
   text is still on that line, else the architecture is ``unrecognised``;
 * the id places, the range check, the default and Muse's extra shift, located in the reader's source and cited
-  (a reader whose text is not found makes the probe fail); ``tests/engine/test_block_engine.py`` executes
+  (a reader whose text is not found makes the probe fail); ``tests/engine_wheels/test_block_engine.py`` executes
   each of them from the wheel and holds the convention to what they return.
 
 The draft side (width check): the DFlash draft projects ``len(target_layer_ids)`` states (its own default

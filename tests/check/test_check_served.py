@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "served"), str(HERE.parent / "engine")]
+sys.path[:0] = [str(HERE.parent / "served"), str(HERE.parent / "engine_wheels")]
 
 from eagle_audit.engines.options import Server
 from eagle_audit.check.run import CheckOptions, run_check  # noqa: E402

@@ -1,6 +1,6 @@
 """DFlash and DSpark drafts (issue 17): reading, the conventions picked for them, and `layers` on them, with the
 published cases as regression tests (ids, engine, expected states). Static audits over config-only targets; the
-engines' and trainers' own code that these rules stand for runs in tests/engine/test_block_engine.py and
+engines' and trainers' own code that these rules stand for runs in tests/engine_wheels/test_block_engine.py and
 tests/trainers/test_block_trainers.py.
 
 Drafts are written as their trainers write them: z-lab ``dflash`` / SpecForge / modelopt (``DFlashDraftModel``,

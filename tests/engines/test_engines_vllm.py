@@ -7,7 +7,7 @@ The launch line's JSON is what vLLM's ``--speculative-config`` / ``--kv-transfer
 ``ExtractHiddenStatesConfig.__init__`` (``transformers_utils/configs/extract_hidden_states.py``: how the
 ``draft_model_config.hf_config`` dict becomes the draft config, ``config/speculative.py:1347-1367``), the V2
 runner's ids reader ``get_eagle3_aux_layers_from_config`` on it and the architecture's capture
-(tests/engine/vllm_engine.py). Not run, cited: the worker's checks ``num_speculative_tokens == 1``,
+(tests/engine_wheels/vllm_engine.py). Not run, cited: the worker's checks ``num_speculative_tokens == 1``,
 ``draft_sample_method == "greedy"`` (the default, ``config/speculative.py:634``), no padded-drafter-disable,
 ids present (``v1/worker/gpu/spec_decode/extract_hidden_states.py:21-49``): ``ExtractHiddenStatesSpeculator``
 subclasses the GPU draft runner; the line's values are asserted against them instead.

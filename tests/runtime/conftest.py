@@ -1,6 +1,6 @@
 """The draft runtime's tests (eagle_audit/runtime/) run on the tiny random target and drafts of
 tests/accept/accept_tiny.py: its folder goes on ``sys.path`` here (as tests/served/conftest.py does for
-tests/engine/) and its ``tiny_target`` fixture is imported."""
+tests/engine_wheels/) and its ``tiny_target`` fixture is imported."""
 
 from __future__ import annotations
 

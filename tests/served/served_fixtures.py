@@ -1,7 +1,7 @@
 """The fixtures of the served-states tests, shared by tests/served/ and tests/engines/ (each folder's conftest
 imports them, so each has them; pytest makes one instance per folder): SGLang's pieces from the 0.5.23 wheel,
-the engine's capture code (tests/engine/sglang_engine.py), and a tiny random Llama target (float32) the test
-servers run. Their folders (tests/served, tests/engine) must be on ``sys.path``, as the conftests put them."""
+the engine's capture code (tests/engine_wheels/sglang_engine.py), and a tiny random Llama target (float32) the test
+servers run. Their folders (tests/served, tests/engine_wheels) must be on ``sys.path``, as the conftests put them."""
 
 from __future__ import annotations
 

@@ -18,7 +18,7 @@
   (``scheduler_components/output_streamer.py:444-700``, the cut at ``finished_len``) and
   ``Req.output_ids_through_stop`` (``schedule_batch.py:1508-1513``), ``pack_aux_hidden_states``
   (``layers/aux_hidden_states.py:97-102``), and each architecture's setter and capture loop
-  (tests/engine/sglang_engine.py).
+  (tests/engine_wheels/sglang_engine.py).
 
 * the logprob path (``return_logprob``, ``logprob_start_len``, ``top_logprobs_num``): ``get_top_logprobs_raw``
   (``layers/logprob_processor.py:98-130``) on the tiny model's log-softmax; the scheduler's

@@ -3,7 +3,7 @@ capture-only server does, built from the wheel's own pieces (tests/served/sglang
 
 1. start-up: the launch line is parsed by the wheel's argument parser and checked by its capture-only
    validation (a line SGLang refuses never starts this server); the ids then go through the
-   architecture's ``set_eagle3_layers_to_capture`` and capture loop (tests/engine/sglang_engine.py), which
+   architecture's ``set_eagle3_layers_to_capture`` and capture loop (tests/engine_wheels/sglang_engine.py), which
    name the boundaries each slot holds;
 2. per request: the prompt is prefilled in chunks of ``--chunked-prefill-size`` (-1: one) and the greedy
    continuation decoded one token per forward; each forward's captures (the boundaries of a tiny

@@ -8,9 +8,9 @@ What runs (compiled out of the wheels with tests/wheels.py; nothing is copied or
   ``DFlashDraftConfig.resolve_target_layer_ids`` / ``build_target_layer_ids`` and
   ``dspark_components/dspark_config.py`` ``parse_dspark_draft_config``: what the target's setter is handed;
 * each architecture's ``set_dflash_layers_to_capture`` (and the inner model's), then the model forward of
-  tests/engine/sglang_engine.py (the same stubs as for EAGLE-3: layer i receives B_i), and the draft's width
+  tests/engine_wheels/sglang_engine.py (the same stubs as for EAGLE-3: layer i receives B_i), and the draft's width
   check ``DFlashDraftModel.project_target_hidden`` (models/dflash.py) on what was captured;
-* vLLM's V2 runner start-up and model forward (tests/engine/vllm_engine.py) on DFlash / DSpark configs, the
+* vLLM's V2 runner start-up and model forward (tests/engine_wheels/vllm_engine.py) on DFlash / DSpark configs, the
   speculators DFlash config loader ``update_dflash`` (transformers_utils/configs/speculators/algos.py), the
   DFlash draft's ``_get_dflash_fc_input_size`` and ``combine_hidden_states`` (models/qwen3_dflash.py).
 """

@@ -1,4 +1,4 @@
-"""SGLang 0.5.23's own code, executed on CPU (tests/engine/sglang_engine.py), against eagle-audit's resolution
+"""SGLang 0.5.23's own code, executed on CPU (tests/engine_wheels/sglang_engine.py), against eagle-audit's resolution
 of probes/sglang.json: for every architecture of the matrix and every id set, the draft config goes through
 the engine's ids reader, setter and target forward; eagle-audit must name exactly the states the engine feeds
 (in order, saying which are not the residual stream), or the engine's own failure (exception, message, phase).

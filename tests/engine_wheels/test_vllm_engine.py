@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's own code, executed on CPU (tests/engine/vllm_engine.py), against eagle-audit's resolution of
+"""vLLM 0.33.0's own code, executed on CPU (tests/engine_wheels/vllm_engine.py), against eagle-audit's resolution of
 probes/vllm.json (V2 runner) and probes/vllm-v1.json: the draft config goes through the V2 runner's ids reader
 and setter and the target's forward; eagle-audit must name exactly the states vLLM feeds, in order, or its
 failure (exception, message, phase), or that the architecture has no EAGLE-3 capture at all."""
