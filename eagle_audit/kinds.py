@@ -56,14 +56,9 @@ def _dflash(config: Mapping[str, Any]) -> bool:
             or config.get("speculators_model_type") in ("dflash", "dflash2"))
 
 
-_DSPARK_NOT_SIMULATED = ("accept-rate does not simulate DSpark drafting yet (its block is drafted token by token "
-                         "through a Markov head over the previous sample, the anchor's row predicting the first "
-                         "draft: eagle_audit/simulate/block.py simulates DFlash blocks only); `eagle-audit layers` "
-                         "audits its wiring")
-
 #: every kind, by name, in detection order (the fallback last)
 KINDS: dict[str, DraftKind] = {k.name: k for k in (
-    DraftKind("dspark", "DSpark", _dspark, block=True, simulated=False, not_simulated=_DSPARK_NOT_SIMULATED,
+    DraftKind("dspark", "DSpark", _dspark, block=True,
               trainer_by_layout={"dflash": "specforge-dflash", "speculators": "speculators-dflash"},
               conventions={"sglang": "sglang-dspark", "vllm": "vllm-dflash", "specforge": "specforge-dflash",
                            "speculators": "speculators-dflash"}),

@@ -202,6 +202,9 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
         if settings.topk > 1:
             raise BadOption(f"{param('topk', settings.topk)}: a {spec.draft_kind.title} draft drafts one block a "
                             "round, no tree")
+        from ..runtime.block import dflash_arch
+
+        dflash_arch(spec, spec.hidden_size)  # a block draft the forward cannot run: one line, before any loading
     settings = with_tree_attention(settings, engine)
     from ..prompts import load_prompts, token_ids
 
@@ -237,13 +240,11 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     for side, model in models.items():
         notes.extend(f"approximated ({side} draft): {n}" for n in model.arch.notes)
     if spec.draft_kind.block:
-        from ..simulate.block import block_steps
+        from ..simulate.block import block_steps, layout_note
 
         b = block_steps(models["trained"])
         settings = replace(settings, num_steps=b, num_draft_tokens=b + 1, mode="block", notes=(
-            f"{spec.draft_kind.title} block drafting: {b + 1}-token blocks [bonus, {b} masks], {b} drafts a verify "
-            "(the draft's block_size: SGLang's --speculative-num-draft-tokens by default; vLLM with "
-            f"num_speculative_tokens {b}); the draft's {param('num_steps')} and tree settings do not apply",))
+            f"{layout_note(models['trained'])}; the draft's {param('num_steps')} and tree settings do not apply",))
     if flags["served"] != flags["trained"] and not spec.draft_kind.block:
         notes.append(f"draft semantics differ: trained runs {_semantics(flags['trained'])}; served runs "
                      f"{_semantics(flags['served'])}")

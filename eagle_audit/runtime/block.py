@@ -21,10 +21,14 @@ test_dflash_forward.py executes both wheels' own forwards against this one:
 
 DSpark (SpecForge 0.2.0 ``modeling/draft/dspark.py`` ``DSparkDraftModel``): the same backbone, and a Markov head
 whose logit bias for a drafted token depends on the token before it (``markov_w2(markov_w1[prev])``; ``gated``:
-times ``sigmoid(gate_proj(cat(h, markov_w1[prev])))``; ``rnn``: one recurrent step from a zero state,
-``markov_w2(tanh(out))``). Only the block's first drafted token is computed with it (:meth:`DFlashDraft.logits`
-``prev_ids``): its previous token is the anchor, known; the later ones need the draft's own samples
-(``sample_block_tokens``), which the fingerprint does not score.
+times ``sigmoid(gate_proj(cat(h, markov_w1[prev])))``; ``rnn``: a recurrent state over the block's drafted tokens, from zeros,
+``markov_w2(tanh(out))``). The fingerprint scores the block's first drafted token with it (:meth:`DFlashDraft.logits`
+``prev_ids``): its previous token is the anchor, known. :meth:`MarkovHead.step` is the head at any position (the
+state it carries to the next one), which drafting a whole block sequentially needs
+(:mod:`eagle_audit.simulate.block`, as SGLang 0.5.23 ``dspark_draft.py`` ``draft_markov_block`` runs it).
+``sample_from_anchor`` (top-level config key, default true in both engines) says which block rows draft: true, row
+0 (the anchor) predicts the first draft and the block's B rows draft B tokens (SpecForge 0.2.0's DSpark objective,
+``OnlineDSparkModel._build_dspark_labels_and_mask``: label offsets 1..B); false, the DFlash rows 1..B.
 
 Not run here (refused in one line by :func:`dflash_arch` / :func:`build_dflash_draft`): sliding-attention layers,
 DFlash2's convolutions and candidate selector, the speculators layout (its ``embed_tokens`` / own ``lm_head`` /
@@ -50,7 +54,7 @@ from .modules import DraftMLP, RMSNorm, rope_cos_sin, rotate
 
 #: DFlash variants named in ``architectures`` that this forward does not run, and why.
 NOT_RUN_ARCHS = {"DFlash2": "DFlash2's grouped causal convolutions and candidate selector are not implemented"}
-DSPARK_NOT_RUN = ("fingerprint runs DSpark drafts with SpecForge 0.2.0's Markov heads (vanilla, gated, rnn: "
+DSPARK_NOT_RUN = ("eagle-audit runs DSpark drafts with SpecForge 0.2.0's Markov heads (vanilla, gated, rnn: "
                   "modeling/draft/dspark.py) in the z-lab / SpecForge layout only; this head is not implemented; "
                   "`eagle-audit layers` audits its wiring")
 MARKOV_KINDS = ("vanilla", "gated", "rnn")
@@ -73,6 +77,10 @@ class DFlashArch(LayerShape):
     rope: RopeScaling | None = None
     markov: str | None = None  # DSpark's Markov head: "vanilla", "gated", "rnn"; None: none (DFlash)
     markov_rank: int = 0
+    dspark: bool = False  # a DSpark draft (its block is drafted token by token, through the Markov head if any)
+    #: DSpark ``sample_from_anchor``: block row 0 (the anchor) predicts the first draft (row i predicts a+i+1);
+    #: False: row i (1..) predicts a+i, as DFlash
+    sample_from_anchor: bool = False
     notes: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -117,7 +125,8 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
         raise BadCheckpoint(f"{where}: draft hidden size {H} differs from the target's {target_hidden}: a DFlash "
                             "draft embeds with the target's embedding and predicts with its lm_head")
     markov, rank = None, int(_value(cfg, "markov_rank", 0) or 0)
-    if spec.kind == "dspark" and rank > 0:
+    dspark = spec.kind == "dspark"
+    if dspark and rank > 0:
         markov = str(_value(cfg, "markov_head_type", "vanilla")).lower()
         if markov not in MARKOV_KINDS:
             raise BadCheckpoint(f"{where}: a dspark draft with markov_head_type {markov!r}: {DSPARK_NOT_RUN}")
@@ -134,11 +143,14 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
         embed_scale=float(_value(cfg, "input_embedding_scale", 1.0)),
         output_multiplier=float(_value(cfg, "output_multiplier", 1.0)),
         softcap=float(cap) if cap is not None and float(cap) > 0 else None, rope=rope, notes=tuple(notes),
-        markov=markov, markov_rank=rank if markov else 0)
+        markov=markov, markov_rank=rank if markov else 0, dspark=dspark,
+        # the top-level key, default true: SGLang 0.5.23 dspark_config.py:29-31, vLLM 0.33.0 dspark/speculator.py:49-51
+        sample_from_anchor=dspark and bool(cfg.get("sample_from_anchor", True)))
 
 
 class MarkovHead(nn.Module):
-    """DSpark's logit bias for the block's first drafted token, whose previous token is the anchor."""
+    """DSpark's logit bias for a drafted token from the token before it (SpecForge 0.2.0 ``modeling/draft/dspark.py``;
+    SGLang 0.5.23 ``srt/models/dspark.py:186-383``, the same three kinds)."""
 
     def __init__(self, a: DFlashArch, vocab: int):
         super().__init__()
@@ -150,15 +162,29 @@ class MarkovHead(nn.Module):
         elif self.kind == "rnn":
             self.joint_proj = nn.Linear(2 * r + a.hidden_size, 3 * r)
 
-    def first_bias(self, prev_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-        """``prev_ids`` [M] (the anchors), ``hidden`` [M, H] (the first drafted position's) -> [M, vocab]."""
+    def init_state(self, hidden: torch.Tensor) -> torch.Tensor | None:
+        """The state before a block's first drafted token (``hidden`` [M, H]): zeros [M, r] for ``rnn``, else none."""
+        if self.kind != "rnn":
+            return None
+        return torch.zeros(hidden.shape[0], self.markov_w1.embedding_dim, dtype=hidden.dtype, device=hidden.device)
+
+    def step(self, prev_ids: torch.Tensor, hidden: torch.Tensor,
+             state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One drafted position: ``prev_ids`` [M] (the token before it), ``hidden`` [M, H] (its final-normed draft
+        hidden), ``state`` (:meth:`init_state`, then what the previous step returned) -> (bias [M, vocab], state)."""
         e = self.markov_w1(prev_ids)  # [M, r]
         if self.kind == "gated":
             e = torch.sigmoid(self.gate_proj(torch.cat([hidden, e], dim=-1))) * e
-        elif self.kind == "rnn":  # one step from the zero state
-            _, _, out = self.joint_proj(torch.cat([torch.zeros_like(e), e, hidden], dim=-1)).chunk(3, dim=-1)
+        elif self.kind == "rnn":
+            gate, cand, out = self.joint_proj(torch.cat([state, e, hidden], dim=-1)).chunk(3, dim=-1)
+            gate = torch.sigmoid(gate)
+            state = gate * state + (1.0 - gate) * torch.tanh(cand)
             e = torch.tanh(out)
-        return self.markov_w2(e)
+        return self.markov_w2(e), state
+
+    def first_bias(self, prev_ids: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """``prev_ids`` [M] (the anchors), ``hidden`` [M, H] (the first drafted position's) -> [M, vocab]."""
+        return self.step(prev_ids, hidden, self.init_state(hidden))[0]
 
 
 class BlockAttention(nn.Module):
@@ -291,12 +317,18 @@ class DFlashDraft(nn.Module):
             x = x[:, :, last_rows]
         return self.norm(x)
 
-    def logits(self, hidden: torch.Tensor, prev_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """The target's head on the draft's hidden [..., H] -> [..., vocab]; a DSpark draft adds its Markov bias,
-        for the block's first drafted token only: ``prev_ids`` [...] are then the anchors (required)."""
+    def head_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The target's head on the draft's hidden [..., H] -> [..., vocab], without any Markov bias (DSpark's base
+        logits)."""
         out = (hidden @ self.target_head.T.to(hidden.dtype)) * self.arch.output_multiplier
         if self.arch.softcap is not None:
             out = torch.tanh(out / self.arch.softcap) * self.arch.softcap
+        return out
+
+    def logits(self, hidden: torch.Tensor, prev_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """:meth:`head_logits`; a DSpark draft adds its Markov bias, for the block's first drafted token only:
+        ``prev_ids`` [...] are then the anchors (required)."""
+        out = self.head_logits(hidden)
         if self.markov_head is not None:
             if prev_ids is None:
                 raise ValueError("a DSpark draft's logits need the previous token (the anchor)")

@@ -246,9 +246,9 @@ def test_the_fix_for_each_engine_feeds_the_trained_states(config_only_target, bl
 
 
 def test_accept_rate_and_fingerprint_refuse_block_drafts_in_one_line(cli, config_only_target, block_draft):
-    """accept-rate simulates DFlash drafting (tests/accept/test_accept_block.py), not DSpark's; fingerprint runs
-    DFlash drafts (tests/fingerprint/test_fingerprint_dflash.py) and DSpark drafts with SpecForge's Markov heads,
-    but refuses, before loading anything, another head, another layout, DFlash2, and a DFlash draft whose block it
+    """accept-rate simulates DFlash and DSpark drafting (tests/accept/test_accept_block.py) with SpecForge's Markov
+    heads; fingerprint runs DFlash drafts (tests/fingerprint/test_fingerprint_dflash.py) and DSpark drafts with them;
+    both refuse, before loading anything, another head, another layout, DFlash2, and a DFlash draft whose block they
     cannot build (no mask token)."""
     target = config_only_target("Qwen3ForCausalLM", 36, "qwen3")
     dflash = block_draft(2, dflash_config={"target_layer_ids": [1, 17]})
@@ -256,7 +256,7 @@ def test_accept_rate_and_fingerprint_refuse_block_drafts_in_one_line(cli, config
                          dflash_config={"mask_token_id": 3, "markov_rank": 8, "markov_head_type": "prefix_gru"})
     dflash2 = block_draft(2, architectures=["DFlash2DraftModel"], dflash_config={"mask_token_id": 3})
     spec = block_draft(2, layout="speculators", aux_hidden_state_layer_ids=[2, 18])
-    for command, draft, said in (("accept-rate", dspark, "does not simulate DSpark drafting"),
+    for command, draft, said in (("accept-rate", dspark, "Markov heads (vanilla, gated, rnn"),
                                  ("fingerprint", dflash, "no mask_token_id"),
                                  ("fingerprint", dspark, "Markov heads (vanilla, gated, rnn"),
                                  ("fingerprint", dflash2, "candidate selector"),
