@@ -1,0 +1,133 @@
+"""Block drafting against SGLang 0.5.23's own code (tests/accept/sglang_block_accept.py says what runs from the wheel):
+on continuations built to accept a known number of drafts each round (tests/accept/block_tiny.py, every count
+0..drafts), at every anchor:
+
+* DFlash: SGLang's verify (``compute_dflash_correct_drafts_and_bonus``, its CUDA kernel and the worker's fused
+  accept/bonus kernel, both under Triton's interpreter) on the engine's blocks; walked by its accepted counts, the
+  rounds are eagle-audit's (``simulate_block``) round for round, and its bonus is the continuation's next token;
+* DSpark: SGLang's ``draft_markov_block`` with its own Markov heads (vanilla, gated, rnn) drafts every anchor's
+  block from the backbone's logits and hidden states as eagle-audit's simulation does, and its greedy verify
+  (``accept_greedy``) walks the same rounds.
+
+vLLM 0.33.0's verify (``v1/worker/gpu/spec_decode/rejection_sampler_utils.py`` ``rejection_sample``) is Triton only
+(no CPU path) and needs vLLM's platform layer to import: not executed here."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from eagle_audit.simulate.block import dspark_drafts, simulate_block
+
+from block_tiny import STATES, VOCAB, built_case, drafts_per_round, engine_round, round_hidden, tiny_draft
+
+pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
+
+HARNESS = Path(__file__).with_name("sglang_block_accept.py")
+
+
+@pytest.fixture(scope="module")
+def sglang(sglang_wheel, tmp_path_factory):
+    """``sglang(inputs) -> outputs``: one harness run (a subprocess)."""
+    from wheels import triton_wheel, unpack_triton
+
+    root = tmp_path_factory.mktemp("sglang-block")
+    triton_dir = unpack_triton(triton_wheel(), root / "triton")
+    runs = iter(range(100))
+
+    def run(inputs: dict) -> dict:
+        n = next(runs)
+        torch.save(inputs, root / f"in{n}.pt")
+        req = {"sglang_wheel": str(sglang_wheel), "triton_dir": str(triton_dir), "work": str(root / f"stub{n}"),
+               "inputs": str(root / f"in{n}.pt"), "output": str(root / f"out{n}.pt")}
+        proc = subprocess.run([sys.executable, str(HARNESS)], input=json.dumps(req), capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return torch.load(root / f"out{n}.pt", weights_only=False)
+
+    return run
+
+
+def _extended(case, n: int, seed: int = 5) -> list[int]:
+    """The case's tokens and n + 1 more (the target's tokens past its end, read by the last rounds' verify rows
+    after their first miss only)."""
+    rng = random.Random(seed)
+    return case.ids + [rng.randrange(VOCAB - 1) for _ in range(n + 1)]
+
+
+def _walk(ids: list[int], start: int, accepted, bonus) -> list[int]:
+    """The rounds an engine runs along ``ids`` from bonus position ``start``, by its verify's per-anchor accepted
+    count and bonus (indexed by anchor position), checking each bonus is the continuation's next token."""
+    L, gains = start, []
+    while L < len(ids) - 1:
+        k = int(accepted[L])
+        assert int(bonus[L]) == ids[L + k + 1], L
+        gains.append(k + 1)
+        L += k + 1
+    return gains
+
+
+def test_dflash_verify_is_sglangs(sglang):
+    drafts = [tiny_draft(), tiny_draft(seed=2, causal=True)]
+    built = [built_case(d, total=80, seed=s) for d, s in zip(drafts, (1, 3))]
+    rows, cand, tp, pre = [], [], [], []
+    for d, (case, caps, _) in zip(drafts, built):
+        n, ids = drafts_per_round(d), _extended(case, drafts_per_round(d))
+        for L in range(len(case.prompt), len(case.ids) - 1):
+            rows.append(L)
+            cand.append([ids[L]] + engine_round(d, ids, caps, L))
+            tp.append(ids[L + 1:L + n + 2])
+            pre.append(L)
+    out = sglang({"dflash": {"candidates": torch.tensor(cand), "target_predict": torch.tensor(tp),
+                             "prefix_lens": torch.tensor(pre)}})["dflash"]
+    eager_k, eager_b = out["eager"]
+    kern_k, kern_b = out["kernel"]
+    work_k, work_b, commit, out_tokens, new_seq = out["worker"]
+    assert torch.equal(eager_k, kern_k) and torch.equal(eager_k, work_k)  # the three paths agree on every row
+    assert torch.equal(eager_b, kern_b) and torch.equal(eager_b, work_b)
+    assert torch.equal(commit, eager_k + 1) and torch.equal(new_seq, torch.tensor(pre) + eager_k + 1)
+    at = 0
+    for d, (case, caps, ks) in zip(drafts, built):
+        m = len(case.ids) - 1 - len(case.prompt)
+        k_by_anchor = {L: eager_k[at + i] for i, L in enumerate(rows[at:at + m])}
+        b_by_anchor = {L: eager_b[at + i] for i, L in enumerate(rows[at:at + m])}
+        for i in range(at, at + m):  # the worker's committed tokens: the accepted drafts, then the bonus
+            k = int(work_k[i])
+            assert out_tokens[i, :k].tolist() == cand[i][1:k + 1] and int(out_tokens[i, k]) == int(work_b[i])
+        at += m
+        gains = _walk(case.ids, len(case.prompt), k_by_anchor, b_by_anchor)
+        assert gains == [k + 1 for k in ks] == list(simulate_block(d, [case], [caps], STATES).gains[0])
+        assert set(ks) == set(range(drafts_per_round(d) + 1))  # every count, a full block included
+
+
+@pytest.mark.parametrize("kw", [{"markov": "vanilla"}, {"markov": "gated"}, {"markov": "rnn"},
+                                {"markov": "rnn", "sample_from_anchor": False}],
+                         ids=["vanilla", "gated", "rnn", "rnn-fill-in"])
+def test_dspark_drafting_and_verify_are_sglangs(sglang, kw):
+    draft = tiny_draft(**kw)
+    case, caps, ks = built_case(draft, total=80)
+    n, ids = drafts_per_round(draft), _extended(case, drafts_per_round(draft))
+    anchors = list(range(len(case.prompt), len(case.ids) - 1))
+    with torch.inference_mode():
+        hidden = torch.stack([round_hidden(draft, ids, caps, L) for L in anchors])  # [R, gamma, H]
+        base = draft.head_logits(hidden)
+    target = torch.zeros(len(anchors), n + 1, VOCAB)  # the target's greedy tokens at L+1..L+gamma+1
+    for r, L in enumerate(anchors):
+        target[r, torch.arange(n + 1), torch.tensor(ids[L + 1:L + n + 2])] = 1.0
+    head = {k: v for k, v in draft.state_dict().items() if k.startswith("markov_head.")}
+    out = sglang({"dspark": {"base_logits": base, "hidden": hidden, "anchors": torch.tensor([ids[L] for L in anchors]),
+                             "kind": draft.arch.markov, "head": head, "target_logits": target}})["dspark"]
+    sim = dspark_drafts(draft, case.ids, caps, STATES, n)
+    assert torch.equal(out["drafts"], out["greedy_draft"])
+    for r, L in enumerate(anchors):  # SGLang's drafts: the reference round's and the simulation's, every anchor
+        assert out["drafts"][r].tolist() == engine_round(draft, ids, caps, L) == [sim[j][L - 1] for j in range(n)], L
+    k, bonus = out["accept"][:2]
+    gains = _walk(case.ids, len(case.prompt), dict(zip(anchors, k)), dict(zip(anchors, bonus)))
+    assert gains == [k + 1 for k in ks] == list(simulate_block(draft, [case], [caps], STATES).gains[0])
+    assert set(ks) == set(range(n + 1))
