@@ -9,8 +9,10 @@ on continuations built to accept a known number of drafts each round (tests/acce
   block from the backbone's logits and hidden states as eagle-audit's simulation does, and its greedy verify
   (``accept_greedy``) walks the same rounds.
 
-vLLM 0.33.0's verify (``v1/worker/gpu/spec_decode/rejection_sampler_utils.py`` ``rejection_sample``) is Triton only
-(no CPU path) and needs vLLM's platform layer to import: not executed here."""
+* vLLM 0.33.0's verify (``v1/worker/gpu/spec_decode/rejection_sampler_utils.py`` ``rejection_sample``, Triton only,
+  under the interpreter: tests/accept/vllm_block_accept.py) on the same rounds' blocks, DFlash's and DSpark's, walks
+  the same rounds. vLLM's DSpark drafting loop (``dspark/speculator.py:156-209``) is not executed: its Markov bias
+  goes through vLLM's ``LogitsProcessor``, which needs vLLM's configuration and platform layers."""
 
 from __future__ import annotations
 
@@ -29,29 +31,37 @@ from block_tiny import STATES, VOCAB, built_case, drafts_per_round, engine_round
 
 pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
 
-HARNESS = Path(__file__).with_name("sglang_block_accept.py")
+HERE = Path(__file__).parent
 
 
-@pytest.fixture(scope="module")
-def sglang(sglang_wheel, tmp_path_factory):
-    """``sglang(inputs) -> outputs``: one harness run (a subprocess)."""
+def _runner(harness: str, wheel_key: str, wheel: Path, root: Path):
+    """``run(inputs) -> outputs``: one run of ``harness`` (a subprocess) on ``wheel``."""
     from wheels import triton_wheel, unpack_triton
 
-    root = tmp_path_factory.mktemp("sglang-block")
     triton_dir = unpack_triton(triton_wheel(), root / "triton")
     runs = iter(range(100))
 
     def run(inputs: dict) -> dict:
         n = next(runs)
         torch.save(inputs, root / f"in{n}.pt")
-        req = {"sglang_wheel": str(sglang_wheel), "triton_dir": str(triton_dir), "work": str(root / f"stub{n}"),
+        req = {wheel_key: str(wheel), "triton_dir": str(triton_dir), "work": str(root / f"stub{n}"),
                "inputs": str(root / f"in{n}.pt"), "output": str(root / f"out{n}.pt")}
-        proc = subprocess.run([sys.executable, str(HARNESS)], input=json.dumps(req), capture_output=True, text=True,
-                              timeout=600)
+        proc = subprocess.run([sys.executable, str(HERE / harness)], input=json.dumps(req), capture_output=True,
+                              text=True, timeout=600)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return torch.load(root / f"out{n}.pt", weights_only=False)
 
     return run
+
+
+@pytest.fixture(scope="module")
+def sglang(sglang_wheel, tmp_path_factory):
+    return _runner("sglang_block_accept.py", "sglang_wheel", sglang_wheel, tmp_path_factory.mktemp("sglang-block"))
+
+
+@pytest.fixture(scope="module")
+def vllm(vllm_wheel, tmp_path_factory):
+    return _runner("vllm_block_accept.py", "vllm_wheel", vllm_wheel, tmp_path_factory.mktemp("vllm-block"))
 
 
 def _extended(case, n: int, seed: int = 5) -> list[int]:
@@ -128,6 +138,26 @@ def test_dspark_drafting_and_verify_are_sglangs(sglang, kw):
     for r, L in enumerate(anchors):  # SGLang's drafts: the reference round's and the simulation's, every anchor
         assert out["drafts"][r].tolist() == engine_round(draft, ids, caps, L) == [sim[j][L - 1] for j in range(n)], L
     k, bonus = out["accept"][:2]
+    gains = _walk(case.ids, len(case.prompt), dict(zip(anchors, k)), dict(zip(anchors, bonus)))
+    assert gains == [k + 1 for k in ks] == list(simulate_block(draft, [case], [caps], STATES).gains[0])
+    assert set(ks) == set(range(n + 1))
+
+
+@pytest.mark.parametrize("kw", [{}, {"causal": True}, {"markov": "vanilla"}, {"markov": "rnn"}],
+                         ids=["dflash", "dflash-causal", "dspark-vanilla", "dspark-rnn"])
+def test_vllm_verify_walks_the_same_rounds(vllm, kw):
+    draft = tiny_draft(**kw)
+    case, caps, ks = built_case(draft, total=70)
+    n, ids = drafts_per_round(draft), _extended(case, drafts_per_round(draft))
+    anchors = list(range(len(case.prompt), len(case.ids) - 1))
+    cand = torch.tensor([[ids[L]] + engine_round(draft, ids, caps, L) for L in anchors])  # [R, K+1]
+    logits = torch.zeros(len(anchors) * (n + 1), VOCAB)  # the target's greedy tokens at L+1..L+K+1, one-hot
+    logits[torch.arange(logits.shape[0]), torch.tensor([t for L in anchors for t in ids[L + 1:L + n + 2]])] = 1.0
+    out = vllm({"candidates": cand, "target_logits": logits})
+    k = out["num_sampled"].long() - 1  # accepted drafts: vLLM samples them and the bonus
+    bonus = out["sampled"][torch.arange(len(anchors)), k]
+    for r in range(len(anchors)):
+        assert out["sampled"][r, :k[r]].tolist() == cand[r, 1:k[r] + 1].tolist()
     gains = _walk(case.ids, len(case.prompt), dict(zip(anchors, k)), dict(zip(anchors, bonus)))
     assert gains == [k + 1 for k in ks] == list(simulate_block(draft, [case], [caps], STATES).gains[0])
     assert set(ks) == set(range(n + 1))
