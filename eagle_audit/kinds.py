@@ -60,12 +60,13 @@ def _dflash(config: Mapping[str, Any]) -> bool:
 KINDS: dict[str, DraftKind] = {k.name: k for k in (
     DraftKind("dspark", "DSpark", _dspark, block=True,
               trainer_by_layout={"dflash": "specforge-dflash", "speculators": "speculators-dflash"},
-              conventions={"sglang": "sglang-dspark", "vllm": "vllm-dflash", "specforge": "specforge-dflash",
-                           "speculators": "speculators-dflash"}),
+              conventions={"sglang": "sglang-dspark", "vllm": "vllm-dflash", "vllm-v1": "vllm-v1-dflash",
+                           "specforge": "specforge-dflash", "speculators": "speculators-dflash"}),
     DraftKind("dflash", "DFlash", _dflash, block=True,
               trainer_by_layout={"dflash": "dflash", "speculators": "speculators-dflash"},
-              conventions={"sglang": "sglang-dflash", "vllm": "vllm-dflash", "specforge": "specforge-dflash",
-                           "speculators": "speculators-dflash", "modelopt": "modelopt-dflash"}),
+              conventions={"sglang": "sglang-dflash", "vllm": "vllm-dflash", "vllm-v1": "vllm-v1-dflash",
+                           "specforge": "specforge-dflash", "speculators": "speculators-dflash",
+                           "modelopt": "modelopt-dflash"}),
     DraftKind("eagle3", "EAGLE-3", lambda config: True, ttt=True),
 )}
 #: the kind every config falls back to

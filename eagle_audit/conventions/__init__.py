@@ -94,6 +94,12 @@ File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in READ
 ``width_check``
     ``{"error", "message" ({captured}, {expected}), "at", "source"}``: the draft raises when the target hands
     it another number of states than its ``fc`` is sized for (``aux_count_from``).
+``refuses`` (engines)
+    ``[{"kinds": [draft kinds], "architectures": [draft architectures], "mixed_layer_types": bool, "error",
+    "message", "at", "source"}]``: drafts the engine refuses whatever their ids (every condition given holds: the
+    draft's kind is one of ``kinds``, one of its ``architectures`` is listed, its ``layer_types`` mixes
+    ``sliding_attention`` with other layers); the first that applies is the wiring's failure (vLLM's V1 runner
+    refuses DSpark, DFlash candidate-head and mixed sliding/full DFlash drafts at start-up).
 ``tree_drafts`` (engines)
     ``{"attention": "kv_by_slot"|"exact_ancestor"|null, "source": ...}``: which draft keys a tree node
     attends to (:data:`eagle_audit.simulate.tree.TREE_ATTENTION`), or ``null`` when the engine drafts chains
@@ -107,10 +113,10 @@ from .draft_classes import DraftClass, SpeculatorsLoader
 from .parse import SCHEMA, parse_convention
 from .places import DRAFT_FLAGS, EAGLE_PLACES, FLAG_PLACES, ID_PLACES, draft_layer_count, place_key, read_ids, uses_aux
 from .registry import builtin_conventions, get_convention, load_convention_file, probes_dir
-from .rules import (CaptureRule, DraftShift, EngineFailure, ExplicitCase, Feed, FlagRule, IdCheck, IdRead, TreeDrafts,
+from .rules import (CaptureRule, DraftRefusal, DraftShift, EngineFailure, ExplicitCase, Feed, FlagRule, IdCheck, IdRead, TreeDrafts,
                     Wiring)
 
-__all__ = ["CaptureRule", "Convention", "DRAFT_FLAGS", "DraftClass", "DraftShift", "EAGLE_PLACES", "EngineFailure",
+__all__ = ["CaptureRule", "Convention", "DRAFT_FLAGS", "DraftClass", "DraftRefusal", "DraftShift", "EAGLE_PLACES", "EngineFailure",
            "ExplicitCase", "FLAG_PLACES", "Feed", "FlagRule", "ID_PLACES", "IdCheck", "IdRead", "SCHEMA",
            "SpeculatorsLoader", "TreeDrafts", "Wiring", "builtin_conventions", "draft_layer_count", "get_convention",
            "load_convention_file", "parse_convention", "place_key", "probes_dir", "read_ids", "uses_aux"]

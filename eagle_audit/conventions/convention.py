@@ -13,7 +13,7 @@ from ..kinds import kind
 from ..states import State
 from .draft_classes import ArchitectureRename, DraftClass, SpeculatorsLoader
 from .places import EAGLE_PLACES, ID_PLACES, draft_layer_count, place_key, read_ids, uses_aux
-from .rules import CaptureRule, EngineFailure, FlagRule, IdCheck, IdRead, TreeDrafts, Wiring
+from .rules import CaptureRule, DraftRefusal, EngineFailure, FlagRule, IdCheck, IdRead, TreeDrafts, Wiring
 
 #: the keys of a decoder layer's config (a Llama/Qwen3 ``PretrainedConfig``) a draft config can carry at its top level:
 #: what a ``transformer_layer_config`` written for a speculators loader takes from there (an assumption, named:
@@ -83,6 +83,7 @@ class Convention:
     base: "Convention | None" = field(default=None, repr=False, compare=False)  # before for_draft
     no_aux: Mapping[str, str] | None = None  # reads use_aux_hidden_state: false -> the post-norm final state
     ids_accepted: EngineFailure | None = None  # trainers: explicit ids outside ``when`` are refused
+    refuses: tuple[DraftRefusal, ...] = ()  # drafts the engine refuses whatever their ids (the first that applies)
 
     def view(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
         """The draft config as this side's draft class reads it (a speculators config through the engine's
@@ -237,10 +238,12 @@ class Convention:
             return Wiring(self.name, self.kind, self.version, "no_aux", None, "use_aux_hidden_state",
                           f"eagle_config.use_aux_hidden_state: false: {self.no_aux.get('what', '')}".rstrip(": "),
                           (), (State(num_layers, normed=True),))
+        # a refused draft stops the engine before it loads the target (so before an architecture without capture)
+        refused = next((r.failure for r in self.refuses if r.applies(draft_config)), None)
         why = self.unsupported_reason(architecture) if self.kind == "engine" else None
         if why is not None:
             return Wiring(self.name, self.kind, self.version, "none", None, "default", "no capture", (), (),
-                          unsupported=why)
+                          failure=refused, unsupported=why)
         rule = self.rule_for(architecture)
         ids, source, place_shift = None, "default", 0
         if override_ids is not None:
@@ -250,8 +253,8 @@ class Convention:
         ignored = tuple(p for p in self.kind_places() if p not in self.ids_from
                         and read_ids(draft_config, p) is not None)
         setter_ids = None if ids is None else tuple(i + place_shift for i in ids)
-        failure = None
-        if setter_ids is not None:
+        failure = refused
+        if failure is None and setter_ids is not None:
             failure = next((f for c in self.id_checks if (f := c.fails(setter_ids, num_layers, source))), None)
         draft_layers = draft_layer_count(draft_config)
         shift = rule.draft_shift

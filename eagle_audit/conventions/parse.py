@@ -11,8 +11,8 @@ from ..errors import BadConvention, shown
 from .convention import Convention
 from .draft_classes import parse_draft_classes, parse_loader, parse_rename
 from .places import DRAFT_FLAGS, FLAG_PLACES, ID_PLACES
-from .rules import (TREE_ATTENTION_MODES, CaptureRule, DraftShift, EngineFailure, ExplicitCase, Feed, FlagRule, IdCheck,
-                    IdRead, TreeDrafts)
+from .rules import (TREE_ATTENTION_MODES, CaptureRule, DraftRefusal, DraftShift, EngineFailure, ExplicitCase, Feed,
+                    FlagRule, IdCheck, IdRead, TreeDrafts)
 
 SCHEMA = "eagle-audit/convention/1"
 NORM_OUTPUT_SEMANTICS = ("carried", "head")
@@ -98,7 +98,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
              "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through",
              "draft_classes", "draft_class_fallback", "speculators_loader", "draft_architecture_rename", "no_aux", "ids_accepted",
-             "draft_kinds", "id_checks", "width_check"}
+             "draft_kinds", "id_checks", "width_check", "refuses"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
@@ -182,7 +182,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         empty_capture=_failure(data["empty_capture"], f"{where}: empty_capture") if data.get("empty_capture") else None,
         draft_kinds=_draft_kinds(data.get("draft_kinds", ["eagle3"]), where),
         id_checks=_id_checks(data.get("id_checks", []), f"{where}: id_checks"),
-        width_check=_failure(data["width_check"], f"{where}: width_check") if data.get("width_check") else None)
+        width_check=_failure(data["width_check"], f"{where}: width_check") if data.get("width_check") else None,
+        refuses=_refusals(data.get("refuses", []), f"{where}: refuses"))
 
 
 
@@ -265,6 +266,31 @@ def _id_checks(data: Any, where: str) -> tuple[IdCheck, ...]:
         except expr.ExprError as e:
             raise BadConvention(f"{where}: {e}") from None
         out.append(IdCheck(failure.when, failure, tuple(places), bool(entry.get("as_read", False))))
+    return tuple(out)
+
+
+def _refusals(data: Any, where: str) -> tuple[DraftRefusal, ...]:
+    from ..kinds import KINDS as DRAFT_KINDS
+
+    if not isinstance(data, list):
+        raise BadConvention(f"{where}: a list of refusals, got {shown(data)}")
+    out = []
+    for entry in data:
+        failure = _failure(entry, where)
+        extra = set(entry) - {"kinds", "architectures", "mixed_layer_types", "error", "message", "at", "source"}
+        if extra:
+            raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
+        kinds, archs = entry.get("kinds", []), entry.get("architectures", [])
+        mixed = entry.get("mixed_layer_types", False)
+        if not isinstance(mixed, bool):
+            raise BadConvention(f"{where}: mixed_layer_types must be true or false, got {shown(mixed)}")
+        if not (isinstance(kinds, list) and all(k in DRAFT_KINDS for k in kinds)):
+            raise BadConvention(f"{where}: kinds must be a list of {', '.join(DRAFT_KINDS)}, got {shown(kinds)}")
+        if not (isinstance(archs, list) and all(isinstance(a, str) for a in archs)):
+            raise BadConvention(f"{where}: architectures must be a list of strings, got {shown(archs)}")
+        if not (kinds or archs or mixed):
+            raise BadConvention(f"{where}: a refusal names kinds, architectures or mixed_layer_types")
+        out.append(DraftRefusal(failure, tuple(kinds), tuple(archs), mixed))
     return tuple(out)
 
 

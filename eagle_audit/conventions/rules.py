@@ -10,6 +10,7 @@ from typing import Any, Mapping
 
 from .. import expr
 from ..errors import BadConvention
+from ..kinds import detect
 from ..states import State
 from .places import FLAG_PLACES
 
@@ -61,6 +62,34 @@ class EngineFailure:
 
     def to_json(self) -> dict:
         return {"error": self.error, "message": self.message, "at": self.at, "source": self.source}
+
+
+@dataclass(frozen=True)
+class DraftRefusal:
+    """An engine that refuses a whole kind or class of draft, whatever its ids (vLLM's V1 runner: DSpark, DFlash
+    candidate-head drafts, DFlash drafts mixing sliding and full attention): every condition given must hold."""
+
+    failure: EngineFailure
+    kinds: tuple[str, ...] = ()  # the draft's kind is one of these (eagle_audit.kinds)
+    architectures: tuple[str, ...] = ()  # one of the draft config's architectures is one of these
+    mixed_layer_types: bool = False  # the draft's top-level layer_types mixes sliding_attention with other layers
+
+    def applies(self, config: Mapping[str, Any]) -> bool:
+        if self.kinds and detect(config).name not in self.kinds:
+            return False
+        archs = config.get("architectures") or ()
+        if self.architectures and not (isinstance(archs, list) and set(self.architectures) & set(archs)):
+            return False
+        if self.mixed_layer_types:
+            types = config.get("layer_types") or []
+            sliding = sum(t == "sliding_attention" for t in types) if isinstance(types, list) else 0
+            return 0 < sliding < len(types)
+        return True
+
+    def to_json(self) -> dict:
+        return {**({"kinds": list(self.kinds)} if self.kinds else {}),
+                **({"architectures": list(self.architectures)} if self.architectures else {}),
+                **({"mixed_layer_types": True} if self.mixed_layer_types else {}), **self.failure.to_json()}
 
 
 @dataclass(frozen=True)

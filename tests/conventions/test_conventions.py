@@ -33,7 +33,7 @@ def boundaries(wiring):
 
 
 def test_registries_hold_every_builtin_pipeline():
-    assert {"sglang", "trtllm", "vllm", "vllm-v1"} <= set(builtin_conventions("engine"))
+    assert {"sglang", "trtllm", "vllm", "vllm-v1", "vllm-dflash", "vllm-v1-dflash"} <= set(builtin_conventions("engine"))
     assert {"eagle", "modelopt", "specforge", "speculators", "speculators-legacy", "trtllm"} <= set(
         builtin_conventions("trainer"))
 
@@ -259,6 +259,11 @@ def test_a_user_convention_file_resolves(tmp_path):
     ({"draft_flags": {"norm_output": {"read": ["sideways"]}}}, "draft_flags.norm_output.read: places are"),
     ({"rope_scaling": ["longrope"]}, "rope_scaling: known types are"),
     ({"captures_through": {"engine": "sglang"}}, "captures_through must be an object with 'engine' and 'version'"),
+    ({"refuses": [{"kinds": ["dspark"], "error": "ValueError", "at": "start-up"}]}, "refuses: needs at, error, message"),
+    ({"refuses": [{"error": "E", "message": "m", "at": "start-up"}]}, "refuses: a refusal names kinds"),
+    ({"refuses": [{"kinds": ["dspork"], "error": "E", "message": "m", "at": "start-up"}]}, "refuses: kinds must be"),
+    ({"refuses": [{"kinds": ["dspark"], "when": "1", "error": "E", "message": "m", "at": "start-up"}]},
+     "refuses: unknown key\\(s\\) when"),
 ])
 def test_malformed_convention_files_are_rejected_naming_file_and_key(tmp_path, over, message):
     f = tmp_path / "bad.json"
@@ -266,6 +271,44 @@ def test_malformed_convention_files_are_rejected_naming_file_and_key(tmp_path, o
     with pytest.raises(BadConvention, match=message) as info:
         load_convention_file(f)
     assert str(f) in info.value.message
+
+
+def test_a_refused_draft_is_the_wiring_failure_whatever_its_ids(tmp_path):
+    """``refuses``: an engine that refuses a kind or class of draft at start-up (vLLM's V1 runner: DSpark, DFlash
+    candidate-head drafts, mixed sliding/full DFlash drafts; tests/engine_wheels/test_vllm_v1_block_engine.py runs
+    the engine's own check); it comes before an architecture without capture (config validation runs first)."""
+    conv = get_convention("vllm-v1-dflash", "engine")
+    dflash = {"architectures": ["DFlashDraftModel"], "dflash_config": {"target_layer_ids": [1, 14, 26]}}
+    assert conv.resolve(dflash, LLAMA, 30).failure is None
+    for cfg, message in (({"architectures": ["Qwen3DSparkModel"], "dspark_target_layer_ids": [1, 14, 26]}, "dspark"),
+                         ({"speculators_model_type": "dspark", "aux_hidden_state_layer_ids": [2]}, "dspark"),
+                         ({**dflash, "architectures": ["DFlash2DraftModel"]}, "DFlash candidate-head drafts"),
+                         ({**dflash, "layer_types": ["sliding_attention", "full_attention"]}, "mixed sliding/full")):
+        for arch in (LLAMA, "Gemma3ForCausalLM"):  # Gemma3: no EAGLE-3 interface
+            w = conv.resolve(cfg, arch, 30)
+            assert w.failure is not None and w.failure.at == "start-up" and message in w.failure.message, (cfg, arch)
+    assert conv.resolve({**dflash, "layer_types": ["sliding_attention"] * 2}, LLAMA, 30).failure is None
+    f = tmp_path / "refusing.json"
+    f.write_text(json.dumps(minimal(refuses=[{"architectures": ["Odd"], "error": "E", "message": "no", "at": "start-up"}])))
+    user = load_convention_file(f)
+    assert user.resolve({"architectures": ["Odd"]}, LLAMA, 30).failure.text() == "E: no"
+    assert user.resolve({"architectures": ["Even"]}, LLAMA, 30).failure is None
+
+
+def test_vllm_v1_block_ids_part_from_the_v2_runners():
+    """The V1 runner reads DFlash ids its own way (gpu_model_runner.py _get_eagle3_aux_layers_from_config): no
+    top-level target_layer_ids, and a non-empty eagle_config overrides dflash_config (tests/engine_wheels/
+    test_vllm_v1_block_engine.py executes both wheels' code)."""
+    v1, v2 = get_convention("vllm-v1-dflash", "engine"), get_convention("vllm-dflash", "engine")
+    base = {"architectures": ["DFlashDraftModel"]}
+    for cfg, want_v1, want_v2 in (
+            ({**base, "dflash_config": {"target_layer_ids": [3, 9, 20]}}, [4, 10, 21], [4, 10, 21]),
+            ({**base, "target_layer_ids": [3, 9, 20]}, [2, 18, 33], [4, 10, 21]),
+            ({**base, "dflash_config": {"target_layer_ids": [3, 9, 20]}, "eagle_config": {"use_aux_hidden_state": True}},
+             [2, 18, 33], [4, 10, 21]),
+            ({**base, "dflash_config": {"target_layer_ids": [3, 9, 20]},
+              "eagle_config": {"eagle_aux_hidden_state_layer_ids": [5, 6, 7]}}, [5, 6, 7], [4, 10, 21])):
+        assert (boundaries(v1.resolve(cfg, LLAMA, 36)), boundaries(v2.resolve(cfg, LLAMA, 36))) == (want_v1, want_v2)
 
 
 def test_tree_drafts_per_engine():

