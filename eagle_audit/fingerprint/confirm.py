@@ -55,6 +55,7 @@ from .intervals import Interval, t_quantile, tokens_to_separate
 from .result import MAX_NAMED
 from .score import Corpus, scorer_for
 from .search import SearchTrace, judge, slot_table
+from .infer import weights_joint
 from .verdict import Inference
 
 #: tokens per verify the measured wiring must gain over the declared one for a finding from the weights to stand:
@@ -195,6 +196,10 @@ def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str
     lp, top1 = slot_table(scorer, best, len(cands), states=again)
     trace = SearchTrace(best, (), lp, top1, 0, scorer.evaluations)
     judged = {j.index: j for j in judge(scorer, trace, max_named=MAX_NAMED)}
+    whole = inf.search.get("weights_wiring")  # the weights' whole wiring, judged again on this text (weights.combine)
+    joint = (weights_joint(scorer, best, whole["states"], index)
+             if whole and any(sl.lines == "weights" for sl in inf.slots) else None)
+    admits = bool(joint and joint["admits"])
     out, said = [], []
     for sl in inf.slots:
         j = judged.get(sl.index)
@@ -209,14 +214,16 @@ def rejudge(inf: Inference, draft, corpus: Corpus) -> tuple[Inference, tuple[str
             continue
         again = tuple(cands[c] for c in j.candidates)
         union = tuple(sl.candidates) + tuple(s for s in again if s not in sl.candidates)
-        if sl.weights_state is not None and sl.candidates == (sl.weights_state,) and (sl.weights_state in again
-                                                                                     or j.uninformed):
+        if sl.weights_state is not None and sl.candidates == (sl.weights_state,) and (
+                sl.weights_state in again or j.uninformed or (admits and sl.lines == "weights")):
             # weights.combine's rule on this text: one line separates the state, the other's interval contains it
-            # (where the draft does not use the slot's information on this text, it excludes none)
+            # (where the draft does not use the slot's information on this text, it excludes none; where the
+            # function does not separate the weights' whole wiring from its best, it does not exclude it)
             out.append(replace(sl, confirmed=True, confirm_tokens=scorer.scored))
             where = ("the draft does not use the slot's information on the confirmation's text (it excludes no "
                      "state)" if j.uninformed else f"the confirmation's {' or '.join(s.label() for s in again)} "
-                     "contains it")
+                     "contains it" if sl.weights_state in again else
+                     "the confirmation does not separate the weights' whole wiring from the search's best")
             said.append(f"held: fc's weights separate {sl.weights_state.label()}, and {where}, on {scorer.scored} tokens")
             continue
         if union == tuple(sl.candidates):

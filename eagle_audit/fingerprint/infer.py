@@ -87,7 +87,7 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     if not start_idx:  # nothing fits the checkpoint: evenly spread boundaries
         N = info.num_layers
         start_idx.append(("spread", tuple(index[State(round((k + 1) * N / (aux + 1)))] for k in range(aux))))
-    from .weights import combine, read_weights, readable
+    from .weights import combine, read_weights, readable, wiring_of
 
     weights = None  # no fc, or blocks too narrow for the reading (weights.WIDTH_PER_K): the function alone
     if readable(draft, aux):
@@ -119,7 +119,9 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
                                 j.separate_tokens, j.name_tokens, j.unused, scorer.scored, j.uninformed, j.use_margin,
                                 evidence.steps, unsearched=ns, equivalent=tuple(cands[c] for c in j.equivalent))
                   for j in judged for ns in (beside(j),))
-    slots = combine(slots, weights)  # the second line of evidence (fingerprint.weights)
+    whole = weights_joint(evidence, trace.best, wiring_of(weights, [cands[j] for j in trace.best]) if weights else (),
+                          index)
+    slots = combine(slots, weights, bool(whole and whole["admits"]))  # the second line of evidence (fingerprint.weights)
     # "no wiring makes the draft agree" is judged on the wiring that agrees best of all those scored (the starting
     # wirings, the log-prob pick and every one-slot change of it), not on the log-prob pick alone: a barely trained
     # draft's log-prob pick can fall under MIN_TOP1 while its true wiring, also scored, clears both thresholds
@@ -134,7 +136,8 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     confidence = "none" if reason else ("ambiguous" if any(s.ambiguous for s in slots) else "high")
     search_info = {"starts": [{"name": n, "states": [cands[j].label() for j in w], "logprob": v}
                               for n, w, v in trace.starts],
-                   "weights": weights.to_json() if weights is not None else None, "sweeps": trace.sweeps,
+                   "weights": weights.to_json() if weights is not None else None, "weights_wiring": whole,
+                   "sweeps": trace.sweeps,
                    "wirings_scored": trace.evaluations, "linear_fc": scorer.linear,
                    "units": int(scorer.units.max()) + 1 if scorer.units.numel() else 0,
                    "ttt_steps": steps_info,
@@ -147,6 +150,21 @@ def infer_wiring(target, spec: DraftSpec, corpus: Corpus, starts: Sequence[tuple
     return Inference(tuple(cands[j] for j in trace.best), slots, confidence, top.top1,
                      top.mean_logprob, base.top1, base.mean_logprob, scorer.scored, scorer.coverage,
                      Agreement(cands, trace.rows, trace.top1_rows), search_info, reason, joint, joint_top1)
+
+
+def weights_joint(scorer: Scorer, best, wiring, index) -> dict | None:
+    """The function's judgement of the weights' whole wiring ``wiring`` (:func:`~.weights.wiring_of`; states or
+    their labels) against its own ``best`` (candidate indices), on ``scorer``'s text: the paired 99% interval of
+    best - weights' wiring, mean log-prob per token, and whether it reaches 0 (``admits``: the function does not
+    separate the two). None: no wiring, or the same wiring."""
+    if not wiring:
+        return None
+    by_label = {s.label(): s for s in index}
+    w = tuple(by_label.get(s, s) if isinstance(s, str) else s for s in wiring)
+    if any(s not in index for s in w) or tuple(index[s] for s in w) == tuple(best):
+        return None
+    iv = joint_interval(scorer, tuple(best), tuple(index[s] for s in w))
+    return {"states": [s.label() for s in w], "interval": [iv.mean, iv.low, iv.high], "admits": iv.low <= 0}
 
 
 def later_steps(draft, corpus: Corpus, scorer: Scorer, trace, asked: int, top, base):

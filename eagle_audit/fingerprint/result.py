@@ -94,7 +94,7 @@ class SlotInference:
                     f"prediction, {self.function}) and fc's weights ({self.weights}); a draft fine-tuned from another, "
                     "or an fc started from one, keeps the old states in its weights (docs/fingerprint.md)")
         if self.lines == "weights":
-            return (f"fc's weights separate {self.best.label()}, and the function's interval contains it (the function "
+            return (f"fc's weights separate {self.best.label()}, and the function does not exclude it (the function "
                     f"alone: {self.function})")
         on = f"{self.scored_tokens} scored tokens" + (f" x {self.steps} training-time-test steps" if self.steps > 1 else "")
         if self.unsearched and not self.undetermined:

@@ -266,7 +266,12 @@ def read_weights(draft, corpus, slots: int, stat: Statistic = DEFAULT, resamples
     return WeightReading(tuple(out), stat, tuple(drift), time.perf_counter() - t0)
 
 
-def combine(slots: Sequence, reading: WeightReading | None) -> tuple:
+def wiring_of(reading: WeightReading, best: Sequence[State]) -> tuple[State, ...]:
+    """The weights' whole wiring: per slot the state fc's weights separate, else ``best``'s (the function's)."""
+    return tuple(w.best if w.separated else b for w, b in zip(reading.slots, best))
+
+
+def combine(slots: Sequence, reading: WeightReading | None, joint_admits: bool = False) -> tuple:
     """One verdict per slot from the two lines (module doc): the function's slots
     (:class:`~eagle_audit.fingerprint.result.SlotInference`) with the weights' reading joined.
 
@@ -276,7 +281,12 @@ def combine(slots: Sequence, reading: WeightReading | None) -> tuple:
     * the function names nothing (undetermined, or it does not use the slot's information) and the weights separate
       a state its interval contains (not separated from its best; where the draft does not use the slot's
       information, ``uninformed``, the function excludes no state): that state, ``lines`` "weights";
-    * they exclude each other (no state in common): undetermined, both readings in the slot's one line. Never a
+    * they exclude each other (no state in common): undetermined, both readings in the slot's one line; unless
+      ``joint_admits``: the function does not separate the weights' whole wiring (:func:`wiring_of`) from its own
+      best (their paired interval reaches 0), so its per-slot intervals, each taken with the other slots at its
+      best, exclude the weights' state only where those slots are the function's; then a state the weights
+      separate is named (``lines`` "weights"). Seen on a speculators 0.9.0 fixture trained on [B4, B11, B24]
+      (tests/trainers): the function's best [B21, B11, B13], each slot's interval excluding the truth. Never a
       slot named on the weights against the function's interval.
     """
     if reading is None:
@@ -294,7 +304,11 @@ def combine(slots: Sequence, reading: WeightReading | None) -> tuple:
         anything = sl.uninformed
         common = list(w.candidates) if anything else [s for s in F if s in w.candidates]
         named = not sl.undetermined and not sl.uninformed
-        if not common and not sl.unsearched:
+        if not common and not sl.unsearched and joint_admits and w.separated:
+            out.append(replace(sl, best=w.best, candidates=(w.best,), ambiguous=False, undetermined=False,
+                               uninformed=False, equivalent=(), lines="weights",
+                               function=f"{said}, its best wiring not separated from the weights' whole wiring"))
+        elif not common and not sl.unsearched:
             out.append(replace(sl, lines="disagree", function=said, undetermined=True,
                                ambiguous=True))
         elif w.separated and (anything or w.best in F) and (len(F) > 1 or not named):

@@ -126,3 +126,24 @@ def test_the_two_lines_combined():
     assert out[3].undetermined and out[3].lines == "disagree" and "weights B20" in out[3].text()
     assert out[4].candidates == (State(7), State(8)) and out[4].lines == "function"
     assert out[5].candidates == (State(27),) and out[5].lines == "weights" and not out[5].undetermined
+
+
+def test_a_disagreement_yields_where_the_function_does_not_separate_the_weights_whole_wiring():
+    """combine(joint_admits=True): the function's per-slot intervals are each taken with the other slots at its own
+    best; where its best is not separated from the weights' whole wiring, a state the weights separate is named
+    (speculators-4-11-24, docs/fingerprint.md); a slot the weights do not separate stays undetermined."""
+    from eagle_audit.fingerprint.weights import WeightReading, WeightSlot, Statistic, wiring_of
+
+    def w(index, cands):
+        c = tuple(State(b) for b in cands)
+        return WeightSlot(index, (), c[0], None, None, c, 0.06, True)
+
+    reading = WeightReading((w(0, [4]), w(1, [11]), w(2, [24, 23])), Statistic(), (), 0.0)
+    function = (_slot(0, [21, 20, 22, 19, 23], undetermined=True), _slot(1, [11]), _slot(2, [13, 12, 14, 15], undetermined=True))
+    assert wiring_of(reading, (State(21), State(11), State(13))) == (State(4), State(11), State(13))
+    apart = combine(function, reading)
+    assert [s.lines for s in apart] == ["disagree", "both", "disagree"]
+    out = combine(function, reading, joint_admits=True)
+    assert out[0].candidates == (State(4),) and out[0].lines == "weights" and not out[0].undetermined
+    assert "not separated from the weights' whole wiring" in out[0].needs()
+    assert out[2].undetermined and out[2].lines == "disagree"
