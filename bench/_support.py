@@ -49,6 +49,7 @@ BUILTIN_PROMPTS = ROOT / "eagle_audit" / "data" / "chat_prompts.jsonl"
 HELPER_FOLDERS = {
     "tests": TESTS,  # wheels.py, architectures.py
     "fingerprint": TESTS / "fingerprint",  # fp_canaries.py
+    "accept": TESTS / "accept",  # accept_tiny.py, block_tiny.py, dspark_canary.py
     "served": TESTS / "served",  # sglang_server.py, sglang_pieces.py, served_tiny.py, http_serving.py
     "engine_wheels": TESTS / "engine_wheels",  # sglang_engine.py (imported by tests/served's helpers)
     "trainers": TESTS / "trainers",  # real_drafts.py, specforge_drafts.py
