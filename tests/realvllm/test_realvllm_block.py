@@ -4,7 +4,8 @@ DFlash canaries (tests/fingerprint/dflash_canary.py: SpecForge 0.2.0's DFlash tr
 ``num_speculative_tokens`` = block_size - 1 = 3; eagle_audit/engines/vllm/launch.py), and
 
 * the ids the worker logs it took ("Using auxiliary layers from speculative config: (...)") are the capture
-  indices `layers --static --engine vllm` says it reads (DFlash id + 1: (2, 15, 27), (20,));
+  indices `layers --static --engine vllm` says it reads (DFlash id + 1: (2, 15, 27), (20,)), and those of
+  ``--engine vllm-v1`` (the V1 runner's rules, probes/vllm-v1-dflash.json: the runner this engine runs);
 * `accept-rate`'s simulated served accept length (eagle_audit/simulate/block.py), on the canaries' training
   prompts (built-in 9-12), 48 new tokens, equals the live one read from the same server over the same prompts by
   the tool's own vLLM reader (``engines.registry.read_server``: ``/metrics`` before and after), within the
@@ -16,7 +17,9 @@ DFlash canaries (tests/fingerprint/dflash_canary.py: SpecForge 0.2.0's DFlash tr
   ``Eagle3DFlashDraftModel`` (``transformers_utils/configs/eagle.py:55-64``), which no registry entry has
   (``model_executor/models/registry.py:1205``);
 * the draft's capture-only serving line (``extract_hidden_states`` with the ids as vLLM reads them, + 1) writes
-  the states the DFlash server feeds: B2, B15, B27, equal to the local capture.
+  the states the DFlash server feeds: B2, B15, B27, equal to the local capture;
+* the DSpark line (method ``dspark``) is refused at start, as ``layers --static --engine vllm-v1`` says
+  (ENGINE_CRASH): the V1 runner does not run DSpark (``config/vllm.py:2976-2979``, raised at ``:3198-3203``).
 """
 
 from __future__ import annotations
@@ -90,6 +93,11 @@ def test_dflash_canary_served_accept(name, canaries, vllm_server, smol_dir, smol
     assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
     served = json.loads(layers.read_text())["served"]
     assert logged_ids(server) == tuple(served["capture_indices"]) == boundaries(name), server.log_text()[-2000:]
+    # the rules of the runner this engine runs (V1: probes/vllm-v1-dflash.json) name the same ids
+    r = cli("-t", smol_dir, "-d", draft, "--static", "--engine", "vllm-v1", "--json", layers)
+    assert r.exit_code == 0, (r.exit_code, r.stdout, r.stderr)
+    v1 = json.loads(layers.read_text())["served"]
+    assert (v1["convention"], tuple(v1["capture_indices"])) == ("vllm-v1-dflash", logged_ids(server)), v1
 
     out = tmp_path / "accept.json"
     r = cli("-t", smol_dir, "-d", draft, "--engine", "vllm", "--prompts", prompts_file, "--max-new-tokens", MAX_NEW,
@@ -162,3 +170,30 @@ def test_dflash_serving_line_through_the_real_connector(canaries, vllm_server, s
         b = local[s][0].double().numpy()
         cos = (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
         assert cos.min() >= COSINE, (s.label(), cos.min())
+
+
+def test_dspark_line_is_refused_by_the_v1_runner(canaries, vllm_server, smol_dir, cli, tmp_path):
+    """The line `eagle-audit launch` prints for a DSpark draft (method dspark): this engine runs the V1 model runner,
+    which refuses DSpark while it validates the config, before any weight is read; the draft is the three-slot DFlash
+    canary's config written as a DSpark one (``Qwen3DSparkModel``, ``dspark_target_layer_ids``, top-level
+    ``block_size`` and ``mask_token_id``), its weights linked."""
+    src = canaries["2-15-27"]
+    draft = tmp_path / "dspark"
+    draft.mkdir()
+    cfg = json.loads((src / "config.json").read_text())
+    block = cfg.pop("dflash_config")
+    cfg.update(architectures=["Qwen3DSparkModel"], dspark_target_layer_ids=block["target_layer_ids"],
+               block_size=block["block_size"], mask_token_id=block["mask_token_id"])
+    (draft / "config.json").write_text(json.dumps(cfg))
+    (draft / "model.safetensors").symlink_to(src / "model.safetensors")
+    out = tmp_path / "layers.json"
+    r = cli("-t", smol_dir, "-d", draft, "--static", "--engine", "vllm-v1", "--json", out)
+    assert r.exit_code == 1, (r.exit_code, r.stdout, r.stderr)
+    crash = [f for f in json.loads(out.read_text())["findings"] if f["code"] == "ENGINE_CRASH"]
+    said = "Model Runner V1 does not support: dspark speculative decoding"
+    assert len(crash) == 1 and said in crash[0]["what"], crash
+    line = line_of(cli, smol_dir, draft, "speculative")
+    assert json.loads(line[line.index("--speculative-config") + 1])["method"] == "dspark"
+    with pytest.raises(harness.ServerFailed) as e:
+        vllm_server(line)
+    assert said in e.value.log.read_text(), e.value.lines

