@@ -34,10 +34,11 @@ with G-1 degrees of freedom, one unit per prompt (as :func:`~.intervals.paired_i
 
 Assumptions, named: the engine drafts a chain (``topk`` 1) of ``CONFIRM_STEPS`` tokens (``accept-rate``'s default;
 a tree draft's accept length ranks wirings the same way it was not measured to); the draft runs as declared
-(flags), as in the search. A block draft (DFlash) is re-judged with its own scorer (the block's first drafted token,
-:class:`~.score.BlockScorer`) and its accept length simulated as the engines draft it (:mod:`eagle_audit.simulate.block`:
-the block's B-1 drafts a round, not ``CONFIRM_STEPS``); a kind accept-rate does not simulate (DSpark, for now) gets
-no confirmation, and its findings rest on the search's text (the result says so).
+(flags), as in the search. A block draft (DFlash, DSpark) is re-judged with its own scorer (the block's first drafted
+token, :class:`~.score.BlockScorer`) and its accept length simulated as the engines draft it
+(:mod:`eagle_audit.simulate.block`: the block's drafts a round, :func:`~eagle_audit.simulate.block.block_steps`, not
+``CONFIRM_STEPS``); a kind accept-rate does not simulate gets no confirmation, and its findings rest on the search's
+text (the result says so).
 """
 
 from __future__ import annotations
@@ -312,7 +313,7 @@ def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], me
     say(f"confirmation: {len(prompt_ids)} other prompts, the pick judged again and in simulated accept length")
     corpus = prepare_corpus(target, prompt_ids, max_new_tokens, say)
     draft = load_draft(spec, target, flags)
-    if spec.draft_kind.block:  # a block draft drafts its block's B-1 tokens a round, whatever ``steps`` says
+    if spec.draft_kind.block:  # a block draft drafts its block's tokens a round, whatever ``steps`` says
         from ..simulate.block import block_steps
 
         steps = block_steps(draft)

@@ -73,6 +73,14 @@ def _fingerprint(smollm2, target, path):
 # 2026-12-01 the search alone names its slot 1 "B23 or B22 or B21" (truth B13; the best [B13, B23, B27] beats the
 # truth by 0.107 mean log-prob with top-1 no better): what stands is what the confirmation leaves (issue 27), and
 # that is what a user is told, so that is what is judged here
+#: slots the fingerprint decides per fixture, as run (both lines, bench/evidence/two_lines.py, docs/fingerprint.md
+#: "Both lines on every draft of known wiring"): the fewer of the two builds measured (one thread: 14 of 18; every
+#: core, as CI builds them: 12 of 18; the function alone named 1 and 2 slots on them, one of those wrong on the second
+#: build, "B16 or B22" for B1, which the weights' disagreement made undetermined). A floor; never a wrong state.
+DECIDED = {"specforge-default": 3, "specforge-5-12-21": 1, "speculators-default": 3, "speculators-4-11-24": 1,
+           "specforge-0-2-15-e12": 1, "speculators-default-e12": 3}
+
+
 @pytest.mark.parametrize("name", real_fixtures.FIXTURES)
 def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm2, smollm2_path):
     from eagle_audit.runtime.eagle3 import load_draft_model
@@ -86,6 +94,8 @@ def test_fingerprint_says_nothing_false(name, trainer_fixtures, held_out, smollm
     codes = {f.code for f in res.findings}
     for sl, t in zip(res.slots, truth):
         assert sl.admits(t), (name, sl.text(), t.label())  # never a wrong named state
+    decided = sum(not (sl.undetermined or sl.unused or sl.uninformed) for sl in res.slots)
+    assert decided >= DECIDED[name], (name, [sl.text() for sl in res.slots])
     assert "TRAINED_WIRING_DIFFERS" not in codes, (name, [s.text() for s in res.slots])
     assert res.fix is None or not res.fix.possible, (name, res.fix)
     assert next(c for c in res.claims if c.source == "declared").agrees is not False
