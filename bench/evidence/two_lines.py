@@ -86,7 +86,10 @@ def main() -> int:
         secs = round(time.perf_counter() - t0, 1)
         for sl, t in zip(res.slots, truth):
             j = sl.to_json()
-            named = not (sl.undetermined or sl.unused or sl.uninformed)
+            # what a user is told: a named slot of a trusted wiring, or one fc's weights name alone where no wiring
+            # makes the draft's function agree (REPRESENTATION_MISMATCH: FingerprintResult.weights_alone)
+            named = not (sl.undetermined or sl.unused or sl.uninformed) and (
+                res.inferred is not None or sl in res.weights_alone)
             rows.append({"draft": name, "slot": sl.index, "truth": t.label(), "function": j["function"],
                          "weights": j["weights"], "state": j["text"], "lines": j["lines"], "decided": named,
                          "right": (not named) or sl.admits(t), "exact": named and sl.candidates == (t,),

@@ -44,6 +44,19 @@ def _evidence(s) -> str:
     return f"separated on {s.scored_tokens} tokens{again}"
 
 
+def _weights_alone(result: FingerprintResult, console: Console) -> None:
+    """No wiring makes the draft's function agree with the target: say so, and what fc's weights still read."""
+    alone = {s.index: s for s in result.weights_alone}
+    if not alone:
+        console.print("[bold red]no wiring can be read off the weights for this target[/]", highlight=False)
+        return
+    console.print("[bold]trained wiring[/], read off fc's weights alone (the draft's function agrees with the target "
+                  "under no wiring: REPRESENTATION_MISMATCH; no claim is judged against it):", highlight=False)
+    for s in result.slots:
+        state = escape(s.text()) if s.index in alone else "undetermined"
+        console.print(f"  slot {s.index}  [{'green' if s.index in alone else 'yellow'}]{state}[/]", highlight=False)
+
+
 def _brief(result: FingerprintResult, console: Console) -> None:
     """The fingerprint at 80 columns: the trained wiring per slot, the verdict against the declared and served
     wirings, the accept length the confirmation measured, the findings and the fix. The rest: --verbose, JSON."""
@@ -58,7 +71,7 @@ def _brief(result: FingerprintResult, console: Console) -> None:
         console.print(f"scored {result.scored_tokens} tokens: top-1 {result.top1:.3f} with the best wiring, "
                       f"{result.baseline_top1:.3f} fed no target information", highlight=False)
     if result.inferred is None:
-        console.print("[bold red]no wiring can be read off the weights for this target[/]", highlight=False)
+        _weights_alone(result, console)
     else:
         console.print(f"[bold]trained wiring[/], read off the weights (confidence {e(result.confidence)}):",
                       highlight=False)
@@ -125,7 +138,7 @@ def render_fingerprint(result: FingerprintResult, console: Console, verbose: boo
         console.print(f"[bold]trained wiring (from the weights)[/] {e(wiring)}  confidence: {e(result.confidence)}",
                       highlight=False)
     else:
-        console.print("[bold red]no wiring can be read off the weights for this target[/]", highlight=False)
+        _weights_alone(result, console)
     for c in result.claims:
         states = "[" + ", ".join(s.label() for s in c.states) + "]" if c.states is not None else "-"
         agree = {True: "[green]agrees[/]", False: "[red]differs[/]",

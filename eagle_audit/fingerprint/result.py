@@ -220,11 +220,30 @@ class FingerprintResult:
     def errors(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == "error")
 
+    @property
+    def weights_alone(self) -> tuple[SlotInference, ...]:
+        """Where the draft's function agrees with the target under no wiring (``inferred`` None,
+        REPRESENTATION_MISMATCH), the slots fc's weights still separate one state in: what the draft was trained
+        on, read off its fc, whatever it learnt to predict. No claim is judged against them and no finding comes
+        from them (the claims need the function's agreement)."""
+        if self.inferred is not None:
+            return ()
+        return tuple(s for s in self.slots if s.weights_state is not None and tuple(s.candidates) == (s.weights_state,)
+                     and not s.undetermined)
+
+    def guarded_states(self) -> list | None:
+        """JSON ``inferred.states``: guarded per slot; under REPRESENTATION_MISMATCH the slots fc's weights name
+        alone (:attr:`weights_alone`), null elsewhere; null where nothing is named."""
+        if self.inferred is not None:
+            return [s.guarded() for s in self.slots]
+        alone = {s.index for s in self.weights_alone}
+        return [s.guarded() if s.index in alone else None for s in self.slots] if alone else None
+
     def to_json(self) -> dict:
         return {
             "schema": FINGERPRINT_SCHEMA, "verdict": self.verdict, "target": dict(self.target),
             "draft": dict(self.draft),
-            "inferred": {"states": [s.guarded() for s in self.slots] if self.inferred is not None else None,
+            "inferred": {"states": self.guarded_states(),
                          "confidence": self.confidence, "best": [s.label() for s in self.best],
                          "slots": [s.to_json() for s in self.slots], "top1": self.top1, "logprob": self.logprob,
                          "baseline": {"top1": self.baseline_top1, "logprob": self.baseline_logprob},

@@ -52,13 +52,19 @@ def _iv(mean: Any, interval: Any, nd: int = 3) -> str:
 def fingerprint_view(doc: Mapping[str, Any]) -> FingerprintView:
     inf = as_dict(doc.get("inferred"))
     raw_slots = [s for s in inf.get("slots") or [] if isinstance(s, Mapping)]
-    slots = [FpSlotView(int(s.get("index", i)), str(s.get("text") or s.get("best") or "?"),
+    confidence = str(inf.get("confidence") or "?")
+    # confidence "none" (REPRESENTATION_MISMATCH): only the slots fc's weights name alone are in inferred.states
+    trusted = bool(inf.get("states")) and confidence != "none"
+    guarded = list(inf.get("states") or [])
+    named = [i < len(guarded) and guarded[i] is not None for i in range(len(raw_slots))]
+    slots = [FpSlotView(int(s.get("index", i)), str(s.get("text") or s.get("best") or "?")
+                        if trusted or named[i] else "undetermined",
                         str(s.get("runner_up") or "-"), _iv(s.get("margin"), s.get("interval")),
                         _iv(s.get("top1_margin"), s.get("top1_interval")),
-                        "muted" if not inf.get("states") else ("warn" if s.get("ambiguous") else "ok"))
+                        "muted" if not (trusted or named[i]) else ("warn" if s.get("ambiguous") else "ok"))
              for i, s in enumerate(raw_slots)]
-    confidence = str(inf.get("confidence") or "?")
-    wiring = "[" + ", ".join(s.text for s in slots) + "]" if inf.get("states") else "none"
+    wiring = ("[" + ", ".join(s.text for s in slots) + "]" + ("" if trusted else " (fc's weights alone)")
+              if trusted or any(named) else "none")
     top1, base = number(inf.get("top1")), number(as_dict(inf.get("baseline")).get("top1"))
     summary = f"trained wiring read off the weights: {wiring} (confidence {confidence})"
     if top1 is not None:
@@ -68,7 +74,7 @@ def fingerprint_view(doc: Mapping[str, Any]) -> FingerprintView:
         if not isinstance(c, Mapping):
             continue
         states = c.get("states")
-        told = "not told" if states and inf.get("states") else "n/a"  # scored, but the weights cannot tell
+        told = "not told" if states and trusted else "n/a"  # scored, but the weights cannot tell
         agrees = {True: ("agrees", "ok"), False: ("differs", "bad")}.get(c.get("agrees"), (told, "muted"))
         claims.append(ClaimView(str(c.get("source", "?")), "[" + ", ".join(map(str, states)) + "]" if states else "-",
                                 agrees[0], agrees[1], str(c.get("note") or "")))

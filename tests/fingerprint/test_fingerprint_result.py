@@ -194,3 +194,31 @@ def test_later_steps_default_by_device_and_say_so():
 
     assert ttt_steps_for("cuda:0", None)[0] == 3 and ttt_steps_for("cpu", None)[0] == 1
     assert "the CPU" in ttt_steps_for("cpu", None)[1] and ttt_steps_for("cpu", 3) == (3, "")
+
+
+def test_under_representation_mismatch_the_weights_alone_are_said_and_no_more():
+    """No wiring makes the draft's function agree (confidence none, inferred None): the slots fc's weights name
+    alone are the JSON's states and the terminal's trained wiring, the others undetermined; the function's own
+    (untrusted) naming is not shown as a wiring. With no weights-named slot, nothing is (the old line)."""
+    import io
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from eagle_audit.fingerprint.render import render_fingerprint
+
+    slots = (replace(slot([State(2)], False, 0), lines="weights", weights="B2", weights_state=State(2)),
+             slot([State(27), State(28)], False, 1))
+    res = replace(result(slots), confidence="none", inferred=None, verdict="mismatch")
+    assert [s.index for s in res.weights_alone] == [0]
+    assert res.to_json()["inferred"]["states"] == ["B2", None]
+    out = io.StringIO()
+    render_fingerprint(res, Console(file=out, width=80, color_system=None))
+    text = out.getvalue()
+    assert "read off fc's weights alone" in text and "slot 0  B2" in text and "slot 1  undetermined" in text, text
+    assert "B27 or B28" not in text
+    plain = replace(res, slots=(slot([State(2)], False, 0), slots[1]))
+    assert plain.to_json()["inferred"]["states"] is None and plain.weights_alone == ()
+    out = io.StringIO()
+    render_fingerprint(plain, Console(file=out, width=80, color_system=None))
+    assert "no wiring can be read off the weights" in out.getvalue()
