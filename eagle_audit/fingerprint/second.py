@@ -15,7 +15,7 @@ def unsettled(inf: Inference, extra_tokens: int) -> list[int]:
     ambiguous or undetermined, used by the draft (not ``unused``, not ``uninformed``: more text of this kind
     would not change that), whose two lines of evidence do not exclude each other (``lines`` "disagree": more text
     narrows the function's interval, and the weights' state lies outside it already, so the slot stays
-    undetermined; the demo's slot 2 spent 46 s of a second round so), and whose estimate (``name_tokens`` for an
+    undetermined: the demo's slot 2 spent a whole second round so), and whose estimate (``name_tokens`` for an
     undetermined slot, ``separate_tokens`` for an ambiguous one) is within the evidence the two rounds would have.
     Assumption, named: more text shrinks the function's interval around the same best (it does not move the best
     into the weights' reading)."""
