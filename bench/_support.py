@@ -6,12 +6,9 @@ Run a script as a module from the repository root, ``python -m bench.speed.gpu_8
 ``bench`` is this package, with no path set-up in the script.
 
 The test helpers (``tests/fingerprint/fp_canaries.py``, ``tests/served/sglang_server.py``,
-``tests/trainers/real_drafts.py``, ``tests/wheels.py``, ...) are pytest's: pytest imports them by their bare
-module names from their own folders (its default ``prepend`` import mode; ``tests/`` is no package), and they
-import each other the same way (``from wheels import ...``, ``from sglang_engine import ...``). Making ``tests/``
-a package would rename every test module and every such import under the other branches' feet, so the folders a
-script borrows from are declared here, once, and :func:`test_helpers` puts them on ``sys.path`` as the
-conftests do (``tests/served/conftest.py`` adds ``tests/engine_wheels``).
+``tests/trainers/real_drafts.py``, ``tests/wheels.py``, ...) are imported by their package paths, as the tests
+import them (``from tests.fingerprint.fp_canaries import CANARIES``): ``tests/`` is a package, found from the
+repository root like ``bench`` and ``eagle_audit``.
 
 A result is one JSON object (:func:`record`): ``machine`` (one key: the GPUs, the CPU cores and the
 architecture; the label in ``EAGLE_AUDIT_BENCH_MACHINE``, for instance the lent kind ``nvidia-h200``, first
@@ -44,28 +41,6 @@ CANARY_PROMPTS = DATA / "canary_prompts.jsonl"
 HELDOUT_PROMPTS = DATA / "heldout_prompts.jsonl"
 #: the CLI's built-in prompts (shipped in the package)
 BUILTIN_PROMPTS = ROOT / "eagle_audit" / "data" / "chat_prompts.jsonl"
-
-#: the test folders whose helper modules bench scripts import, by the name a script asks for
-HELPER_FOLDERS = {
-    "tests": TESTS,  # wheels.py, architectures.py
-    "fingerprint": TESTS / "fingerprint",  # fp_canaries.py
-    "accept": TESTS / "accept",  # accept_tiny.py, block_tiny.py, dspark_canary.py
-    "served": TESTS / "served",  # sglang_server.py, sglang_pieces.py, served_tiny.py, http_serving.py
-    "engine_wheels": TESTS / "engine_wheels",  # sglang_engine.py (imported by tests/served's helpers)
-    "trainers": TESTS / "trainers",  # real_drafts.py, specforge_drafts.py
-}
-
-
-def test_helpers(*names: str) -> None:
-    """Make the helper modules of the named test folders importable by their bare names (``tests/`` always,
-    for ``wheels``). Unknown names are a programming error and list the known ones."""
-    unknown = [n for n in names if n not in HELPER_FOLDERS]
-    if unknown:
-        raise KeyError(f"unknown test helper folder(s) {unknown}; known: {sorted(HELPER_FOLDERS)}")
-    for folder in (HELPER_FOLDERS[n] for n in ("tests", *names)):
-        if str(folder) not in sys.path:
-            sys.path.insert(0, str(folder))
-
 
 def machine() -> str:
     """One line naming the machine: ``[label, ]GPUs, CPU cores, architecture``. The GPUs are torch's view

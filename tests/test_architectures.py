@@ -21,7 +21,7 @@ from eagle_audit.errors import AuditError
 from eagle_audit.states import State, all_states
 from eagle_audit.target import MULTI_STREAM, find_layer_stack, load_target, target_info
 
-from architectures import NoTinyModel, decoder_only_types, tiny_model
+from tests.architectures import NoTinyModel, decoder_only_types, tiny_model
 
 pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
 

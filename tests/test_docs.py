@@ -18,7 +18,7 @@ from eagle_audit.cli import docgen
 from eagle_audit.cli.main import app
 from eagle_audit.layers.result import CODES
 
-from docs_keys import assert_documented
+from tests.docs_keys import assert_documented
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

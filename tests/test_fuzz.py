@@ -156,12 +156,12 @@ def probe_tree(files: dict[str, bytes], registry: str | None = None):
     def build(c: Case):
         root = c.tmp / "src"
         if registry is None:
-            from probe.probe_tree import write_tree
+            from tests.probe.probe_tree import write_tree
 
             write_tree(root)
             models, engine = root / "sglang" / "srt" / "models", "sglang"
         else:
-            from probe.test_probe_vllm import INTERFACES, TINY
+            from tests.probe.test_probe_vllm import INTERFACES, TINY
 
             models, engine = root / "vllm" / "model_executor" / "models", "vllm"
             models.mkdir(parents=True)

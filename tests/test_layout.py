@@ -169,3 +169,29 @@ def test_every_import_goes_down_but_the_two_named():
 def test_the_checker_sees_a_cycle():
     graph = {"a": {"b": "top"}, "b": {"c": "lazy"}, "c": {"a": "top"}, "d": {"a": "top"}}
     assert cycles(graph, {"top"}) == [] and cycles(graph, {"top", "lazy"}) == [["a", "b", "c"]]
+
+
+def test_tests_is_a_package_whose_helpers_import_by_package_path():
+    """docs/testing.md: tests/ is a package (an ``__init__.py`` in every folder of Python files; the vLLM CPU
+    plugin under tests/realvllm/cpu_fixes/ is its own distribution), no conftest edits ``sys.path`` when it is
+    imported, and no module
+    under tests/ or bench/ imports a test helper by its bare name (``import wheels``: a second copy of the module
+    beside ``tests.wheels``)."""
+    root = PKG.parent
+    tests = root / "tests"
+    files = [p for p in tests.rglob("*.py") if "cpu_fixes" not in p.relative_to(tests).parts]
+    assert sorted({p.parent.relative_to(root).as_posix() for p in files if not (p.parent / "__init__.py").exists()}) == []
+    # at import time (a wheel's site put on sys.path for one import and taken off, as tests/wheels.py does, is no edit)
+    edits = [f"{p.relative_to(root)}:{node.lineno}" for p in files if p.name == "conftest.py"
+             for node in ast.parse(p.read_text()).body
+             if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+             and any(ast.unparse(n) == "sys.path" for n in ast.walk(node))]
+    assert edits == []
+    helpers = {p.stem for p in files if p.name != "__init__.py"} | {p.name for p in tests.iterdir() if p.is_dir()}
+    bare = []
+    for p in files + sorted((root / "bench").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module] if isinstance(node, ast.ImportFrom) and not node.level and node.module else [])
+            bare += [f"{p.relative_to(root)}:{node.lineno} {n}" for n in names if n.split(".")[0] in helpers]
+    assert bare == []

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import sys
-from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -15,8 +13,7 @@ from typer.testing import CliRunner
 
 from eagle_audit.terminal import print_table
 
-sys.path.insert(0, str(Path(__file__).parent / "probe"))
-from probe_tree import write_tree  # noqa: E402
+from tests.probe.probe_tree import write_tree
 
 EVIDENCE = ("nothing on text like this: its best state scores as well shuffled over the positions of each text, so "
             "the draft does not use what the slot carries here (prompts like the draft's training data may change that)")

@@ -12,10 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
-from bench._support import record, test_helpers, write
-
-test_helpers("fingerprint")
-
+from bench._support import record, write
 MISWIRED = (5, 20, 24)  # the first n of these for an n-slot canary
 
 
@@ -25,7 +22,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from dflash_canary import CANARIES, train_dflash_canary
+    from tests.fingerprint.dflash_canary import CANARIES, train_dflash_canary
     from eagle_audit.accept.run import AcceptOptions, run_accept
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.states import State

@@ -15,10 +15,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from bench._support import record, test_helpers, write
-
-test_helpers("fingerprint", "accept")
-
+from bench._support import record, write
 MISWIRED = (5, 20, 24)
 
 
@@ -28,7 +25,7 @@ def main() -> None:
     args = ap.parse_args()
     import torch
 
-    from dspark_canary import CANARIES, fill_in_copy, train_dspark_canary
+    from tests.accept.dspark_canary import CANARIES, fill_in_copy, train_dspark_canary
     from eagle_audit.accept.run import AcceptOptions, run_accept
     from eagle_audit.prompts import encode, load_prompts
     from eagle_audit.states import State

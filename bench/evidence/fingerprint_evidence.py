@@ -31,9 +31,7 @@ from pathlib import Path
 
 import torch
 
-from bench._support import CANARY_PROMPTS, record, test_helpers
-
-test_helpers("fingerprint")  # fp_canaries
+from bench._support import CANARY_PROMPTS, record
 
 
 def log(m: str) -> None:
@@ -187,7 +185,7 @@ def main() -> int:
     ap.add_argument("--second-round", action="store_true", help="only the second-round measurement, per fixture")
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    from fp_canaries import CANARIES, VERSION
+    from tests.fingerprint.fp_canaries import CANARIES, VERSION
 
     from eagle_audit.fingerprint.corpus import prepare_corpus
     from eagle_audit.prompts import encode, load_prompts

@@ -31,9 +31,7 @@ import json
 import time
 from pathlib import Path
 
-from bench._support import record, test_helpers, write
-
-test_helpers("served", "engine_wheels")  # sglang_server, sglang_pieces, served_tiny; sglang_engine; tests/ for wheels
+from bench._support import record, write
 
 
 def sync(dev):
@@ -102,9 +100,9 @@ def audit(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
     from eagle_audit.engines.sglang.launch import sglang_reference
     from eagle_audit.states import State
     from eagle_audit.target import target_info
-    from sglang_engine import EngineRun
-    from sglang_pieces import SGLangPieces
-    from sglang_server import FakeSGLang, Target, serving
+    from tests.engine_wheels.sglang_engine import EngineRun
+    from tests.served.sglang_pieces import SGLangPieces
+    from tests.served.sglang_server import FakeSGLang, Target, serving
 
     res = {}
     n = target_info(target).num_layers
@@ -170,9 +168,9 @@ def devmap(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
     from eagle_audit.engines.launch import TargetShape
     from eagle_audit.states import State
     from eagle_audit.target import target_info
-    from sglang_engine import EngineRun
-    from sglang_pieces import SGLangPieces
-    from sglang_server import FakeSGLang, Target, serving
+    from tests.engine_wheels.sglang_engine import EngineRun
+    from tests.served.sglang_pieces import SGLangPieces
+    from tests.served.sglang_server import FakeSGLang, Target, serving
 
     info = target_info(target)
     n = info.num_layers
@@ -223,7 +221,7 @@ def devmap(target: str, bare: str, draft: str, wheel: str, dev: str) -> dict:
 
 
 def bare_copy(target: Path, out: Path) -> Path:
-    from served_tiny import without_weights
+    from tests.served.served_tiny import without_weights
 
     if not out.exists():
         import safetensors  # noqa: F401

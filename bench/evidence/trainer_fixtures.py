@@ -48,11 +48,7 @@ from pathlib import Path
 import torch
 
 from bench import _support
-
-_support.test_helpers("trainers")  # real_drafts, specforge_drafts; tests/ for wheels
-
-import real_drafts  # noqa: E402
-import specforge_drafts  # noqa: E402
+from tests.trainers import real_drafts, specforge_drafts
 
 ALL_WIRINGS = {**real_drafts.WIRINGS, **specforge_drafts.WIRINGS}
 #: the engine each trainer's drafts are served by (the served side of the claims and the fix)
@@ -386,7 +382,7 @@ def main() -> int:
         verifier = str(_gguf_cache(Path(args.target)))
     log(f"target loaded ({time.perf_counter() - t0:.1f}s); verifier dir {verifier}")
     site = Path(args.site) if args.site else None
-    import wheels
+    from tests import wheels
 
     if site is None:
         site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())

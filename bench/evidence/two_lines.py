@@ -18,9 +18,7 @@ import os
 import time
 from pathlib import Path
 
-from bench._support import record, test_helpers, write
-
-test_helpers("fingerprint", "trainers")
+from bench._support import record, write
 
 
 def _state(label: str):
@@ -33,8 +31,8 @@ def drafts(target, cache: Path, fixtures: bool):
     """name -> (draft directory, truth, extra FingerprintOptions fields)."""
     from eagle_audit.demo import demo_draft
     from eagle_audit.states import State
-    from dflash_canary import CANARIES as DFLASH, boundaries, train_dflash_canary
-    from fp_canaries import CANARIES, train_all
+    from tests.fingerprint.dflash_canary import CANARIES as DFLASH, boundaries, train_dflash_canary
+    from tests.fingerprint.fp_canaries import CANARIES, train_all
 
     N = target.info.num_layers
     out = {"demo": (Path(demo_draft()), (State(0), State(3), State(16)), {})}
@@ -45,7 +43,7 @@ def drafts(target, cache: Path, fixtures: bool):
         d = train_dflash_canary(target, cache, name, log=print)
         out[f"dflash {name}"] = (d, tuple(State(b) for b in boundaries(name)), {})
     if fixtures:
-        import real_fixtures
+        from tests.trainers import real_fixtures
         from eagle_audit.prompts import encode
 
         ids = lambda prompts: tuple(tuple(p) for p in encode(prompts, target.tokenizer))  # noqa: E731

@@ -18,15 +18,13 @@ import os
 import time
 from pathlib import Path
 
-from bench._support import record, test_helpers
-
-test_helpers("fingerprint", "trainers")
+from bench._support import record
 
 
 def drafts(target, cache: Path, fixtures: bool) -> dict[str, tuple[Path, tuple]]:
     from eagle_audit.demo import demo_draft
     from eagle_audit.states import State
-    from fp_canaries import CANARIES, train_all
+    from tests.fingerprint.fp_canaries import CANARIES, train_all
 
     N = target.info.num_layers
     out = {"demo": (Path(demo_draft()), (State(0), State(3), State(16)))}
@@ -34,7 +32,7 @@ def drafts(target, cache: Path, fixtures: bool) -> dict[str, tuple[Path, tuple]]
         b, final = CANARIES[name]
         out[f"canary {name}"] = (d, tuple(State(x, normed=final and x == N) for x in b))
     if fixtures:
-        import real_fixtures
+        from tests.trainers import real_fixtures
 
         base = real_fixtures.root(cache)
         for name in real_fixtures.FIXTURES:

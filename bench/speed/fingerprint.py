@@ -25,7 +25,7 @@ import json
 import time
 from pathlib import Path
 
-from bench._support import record, test_helpers, write
+from bench._support import record, write
 
 
 def sync(dev: str) -> None:
@@ -48,8 +48,7 @@ def cpu(args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    test_helpers("fingerprint")
-    from fp_canaries import CANARIES, train_all
+    from tests.fingerprint.fp_canaries import CANARIES, train_all
 
     from eagle_audit.draft.read import read_draft
     from eagle_audit.fingerprint.api import fingerprint

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from accept_tiny import SMOL_BOUNDARIES, SMOL_CANARY_VERSION, TINY_BOUNDARIES, tiny_prompts
-from accept_tiny import tiny_target, tiny_target_dir  # noqa: F401  (fixtures, shared with tests/runtime/)
+from tests.accept.accept_tiny import SMOL_BOUNDARIES, SMOL_CANARY_VERSION, TINY_BOUNDARIES, tiny_prompts
+from tests.accept.accept_tiny import tiny_target, tiny_target_dir  # noqa: F401  (fixtures, shared with tests/runtime/)
 
 
 def _canary_cache() -> Path:

@@ -11,15 +11,12 @@ target's last states and a confidence head, neither of which changes which rows 
 from __future__ import annotations
 
 import json
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fingerprint"))  # dflash_canary.py, fp_canaries.py
-
-from dflash_canary import ANCHORS, BLOCK, EPOCHS, LR, MASK, draft_config  # noqa: E402
+from tests.fingerprint.dflash_canary import ANCHORS, BLOCK, EPOCHS, LR, MASK, draft_config
 
 #: name -> the trained DSpark ids (boundary = id + 1), as the DFlash canary of that name
 CANARIES = {"2-15-27": (1, 14, 26)}
@@ -41,13 +38,13 @@ def train_dspark_canary(target, root: Path, name: str = "2-15-27", log=print, ep
     out = root / dir_name(name)
     if (out / "config.json").is_file():
         return out
-    import wheels
+    from tests import wheels
     from safetensors.torch import save_file
-    from trainers.conftest import import_trainers
+    from tests.trainers.conftest import import_trainers
 
     from eagle_audit.accept.canary import CanaryOptions, make_data
     from eagle_audit.states import State
-    from fp_canaries import training_prompts
+    from tests.fingerprint.fp_canaries import training_prompts
 
     site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
     mods = import_trainers(site, ("specforge.algorithms.common.dflash_family_model", "specforge.modeling.draft.dspark"))

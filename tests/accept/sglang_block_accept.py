@@ -32,9 +32,9 @@ import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wheels.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.wheels (a script)
 
-from wheels import WheelSource  # noqa: E402
+from tests.wheels import WheelSource  # noqa: E402
 
 KERNELS = "sglang/kernels/ops/speculative/"
 IMPORTED = (KERNELS + "dflash.py", KERNELS + "dspark/dispatch.py", KERNELS + "dspark/markov_sample.py")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import torch
 
-from wheels import WheelSource
+from tests.wheels import WheelSource
 
 SPEC_UTILS = "sglang/srt/speculative/spec_utils.py"
 EAGLE_UTILS = "sglang/srt/speculative/eagle_utils.py"

@@ -3,7 +3,7 @@ docs/results.md documents every key of it."""
 
 from __future__ import annotations
 
-from docs_keys import assert_documented
+from tests.docs_keys import assert_documented
 
 from eagle_audit import State, accept_rate
 from eagle_audit.accept.run import AcceptResult

@@ -22,9 +22,9 @@ from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.resolution import DraftFlags
 from eagle_audit.states import State
 
-from docs_keys import assert_documented
-from draft_layouts import sglang_layout
-from wired_server import WiredServer, serving, table_of
+from tests.docs_keys import assert_documented
+from tests.draft_layouts import sglang_layout
+from tests.accept.wired_server import WiredServer, serving, table_of
 
 app = typer.Typer()
 app.command("accept-rate")(accept_rate)

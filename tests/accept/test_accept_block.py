@@ -16,7 +16,7 @@ import pytest
 
 from eagle_audit.simulate.block import block_steps, layout_note, simulate_block
 
-from block_tiny import BLOCK, STATES, built_case, drafts_per_round, tiny_draft
+from tests.accept.block_tiny import BLOCK, STATES, built_case, drafts_per_round, tiny_draft
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -27,7 +27,7 @@ import torch
 
 from eagle_audit.simulate.block import dspark_drafts, simulate_block
 
-from block_tiny import STATES, VOCAB, built_case, drafts_per_round, engine_round, round_hidden, tiny_draft
+from tests.accept.block_tiny import STATES, VOCAB, built_case, drafts_per_round, engine_round, round_hidden, tiny_draft
 
 pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
 
@@ -36,7 +36,7 @@ HERE = Path(__file__).parent
 
 def _runner(harness: str, wheel_key: str, wheel: Path, root: Path):
     """``run(inputs) -> outputs``: one run of ``harness`` (a subprocess) on ``wheel``."""
-    from wheels import triton_wheel, unpack_triton
+    from tests.wheels import triton_wheel, unpack_triton
 
     triton_dir = unpack_triton(triton_wheel(), root / "triton")
     runs = iter(range(100))

@@ -6,7 +6,7 @@ own text (the capture hooks on a full forward), with a zero last row; sampled co
 import pytest
 import torch
 
-from accept_tiny import tiny_prompts
+from tests.accept.accept_tiny import tiny_prompts
 from eagle_audit.accept.canary import CanaryOptions, make_data
 from eagle_audit.capture import capture_states
 from eagle_audit.source import as_source

@@ -13,7 +13,7 @@ from eagle_audit.cli.accept_rate import accept_rate
 from eagle_audit.cli.train_canary import train_canary
 from eagle_audit.draft.write import draft_config, random_weights, write_draft
 
-from accept_tiny import VOCAB, write_tiny_draft
+from tests.accept.accept_tiny import VOCAB, write_tiny_draft
 
 app = typer.Typer()
 app.command("accept-rate")(accept_rate)
@@ -111,7 +111,7 @@ def test_train_canary_bad_boundaries(tiny_target_dir, tmp_path):
 def test_server_through_the_cli(tiny_target_dir, tiny_canary, tmp_path):
     """--server with --api-key: the reading lands in the JSON and the report, the key nowhere; a reply of the
     wrong shape is one line, exit 2."""
-    from fake_engines import FakeSGLang
+    from tests.accept.fake_engines import FakeSGLang
 
     class Broken(FakeSGLang):
         broken = False
@@ -194,7 +194,7 @@ def test_library_hints_are_shown_with_the_flags(tiny_target_dir, tmp_path):
 def test_fail_under_gates_the_servers_figures(tiny_target_dir, tiny_canary):
     """--fail-under / --fail-under-positions on `accept-rate --server`: the server's own accept length (from
     SGLang's per-request meta_info, tests/accept/fake_engines.py) is gated, not only the simulation's."""
-    from fake_engines import FakeSGLang
+    from tests.accept.fake_engines import FakeSGLang
 
     fake = FakeSGLang(steps=3)
     fake.start()

@@ -23,8 +23,8 @@ from eagle_audit.runtime.load import load_draft
 from eagle_audit.simulate.accept import capture_cases, make_cases, stats_from_gains
 from eagle_audit.states import State
 
-from accept_tiny import HIDDEN, N_LAYERS, VOCAB, tiny_prompts
-from block_tiny import engine_round
+from tests.accept.accept_tiny import HIDDEN, N_LAYERS, VOCAB, tiny_prompts
+from tests.accept.block_tiny import engine_round
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

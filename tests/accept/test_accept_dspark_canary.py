@@ -17,7 +17,7 @@ from eagle_audit.accept.run import AcceptOptions, run_accept
 from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.states import State
 
-from dspark_canary import fill_in_copy, train_dspark_canary
+from tests.accept.dspark_canary import fill_in_copy, train_dspark_canary
 
 pytestmark = pytest.mark.full
 

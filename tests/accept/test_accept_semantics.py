@@ -7,7 +7,7 @@ import pytest
 from eagle_audit.accept.canary import CanaryOptions, train_canary
 from eagle_audit.accept.run import AcceptOptions, run_accept
 
-from accept_tiny import tiny_prompts
+from tests.accept.accept_tiny import tiny_prompts
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.full]  # trains a canary
 

@@ -11,8 +11,8 @@ from eagle_audit.capture import hooks_left
 from eagle_audit.draft.read import read_draft
 from eagle_audit.states import State
 
-from accept_tiny import TINY_BOUNDARIES, tiny_prompts
-from accept_tiny import write_tiny_draft
+from tests.accept.accept_tiny import TINY_BOUNDARIES, tiny_prompts
+from tests.accept.accept_tiny import write_tiny_draft
 
 
 def test_walk_counts_accepted_drafts_plus_bonus():

@@ -18,7 +18,7 @@ from eagle_audit.prompts import encode, load_prompts
 from eagle_audit.states import State
 from eagle_audit.target import default_target
 
-from accept_tiny import SMOL_BOUNDARIES, SMOL_MISWIRED
+from tests.accept.accept_tiny import SMOL_BOUNDARIES, SMOL_MISWIRED
 
 
 def _training_prompts(target, n=2):

@@ -17,7 +17,7 @@ from eagle_audit.draft.read import read_draft
 from eagle_audit.errors import AuditError
 from eagle_audit.states import State
 
-from accept_tiny import TINY_BOUNDARIES, tiny_prompts, write_tiny_draft
+from tests.accept.accept_tiny import TINY_BOUNDARIES, tiny_prompts, write_tiny_draft
 
 STATES = tuple(map(State, TINY_BOUNDARIES))
 

@@ -15,8 +15,8 @@ from eagle_audit.simulate.tree import EXACT_ANCESTOR, KV_BY_SLOT, Trees, draft_t
 from eagle_audit.draft.read import read_draft
 from eagle_audit.states import State
 
-from accept_tiny import TINY_BOUNDARIES, tiny_prompts, write_tiny_draft
-from sglang_tree import kernel_slots, load_code, sglang_trees
+from tests.accept.accept_tiny import TINY_BOUNDARIES, tiny_prompts, write_tiny_draft
+from tests.accept.sglang_tree import kernel_slots, load_code, sglang_trees
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -35,7 +35,7 @@ def code(sglang_wheel):
 
 @pytest.fixture(scope="module")
 def slots(sglang_wheel, tmp_path_factory):
-    from wheels import triton_wheel, unpack_triton
+    from tests.wheels import triton_wheel, unpack_triton
 
     root = tmp_path_factory.mktemp("sglang-kv")
     triton_dir = unpack_triton(triton_wheel(), root / "triton")

@@ -27,9 +27,9 @@ import sys
 import types
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: wheels.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.wheels (a script)
 
-import wheels  # noqa: E402
+from tests import wheels  # noqa: E402
 
 SAMPLER = "vllm.v1.worker.gpu.spec_decode.rejection_sampler_utils"
 EXTRACT = ("vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py", "vllm/v1/spec_decode/fly.py",

@@ -3,24 +3,19 @@ wheel's pieces, states from the same tiny transformers target): a clean server m
 is one boundary deeper is ENGINE_STATE_SHIFTED on that slot, shown by the served stage; the served stage runs
 no forward of its own (the captured stage's states, from the source's memo)."""
 
-import sys
-from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent / "served"), str(HERE.parent / "engine_wheels")]
-
 from eagle_audit.engines.options import Server
-from eagle_audit.check.run import CheckOptions, run_check  # noqa: E402
+from eagle_audit.check.run import CheckOptions, run_check
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
 def sglang_parts(sglang_wheel, tmp_path_factory):
-    from sglang_engine import EngineRun
-    from sglang_pieces import SGLangPieces
+    from tests.engine_wheels.sglang_engine import EngineRun
+    from tests.served.sglang_pieces import SGLangPieces
 
     return SGLangPieces(sglang_wheel, tmp_path_factory.mktemp("sglang-src")), EngineRun(sglang_wheel)
 
@@ -35,7 +30,7 @@ def _check(target, draft, url, **kw):
 def test_served_stage_finds_what_the_engine_feeds(sglang_parts, tiny_targets, make_draft, fault):
     from eagle_audit.engines.sglang.launch import sglang_serving
     from eagle_audit.engines.launch import TargetShape
-    from sglang_server import FakeSGLang, Faults, serving
+    from tests.served.sglang_server import FakeSGLang, Faults, serving
 
     t = tiny_targets["llama"]
     draft = make_draft(nested_ids=[1, 3, 5])  # SGLang feeds B2 B4 B6
@@ -78,8 +73,8 @@ def test_no_weights_every_stage_from_the_server(sglang_parts, make_draft, tmp_pa
     the server backend for every state (eagle_audit/source/server.py) and give the local check's verdicts."""
     from eagle_audit.engines.sglang.launch import sglang_reference
     from eagle_audit.engines.launch import TargetShape
-    from served_tiny import HIDDEN, N_LAYERS, without_weights, write_target
-    from sglang_server import FakeSGLang, serving
+    from tests.served.served_tiny import HIDDEN, N_LAYERS, without_weights, write_target
+    from tests.served.sglang_server import FakeSGLang, serving
 
     target = write_target(tmp_path / "target")
     bare = without_weights(target, tmp_path / "bare")

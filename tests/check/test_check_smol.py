@@ -4,15 +4,11 @@ engine feeds while the weights were trained on another): TRAINED_WIRING_DIFFERS 
 the fix from it, the cost of the measured wiring."""
 
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fingerprint"))
-
-from eagle_audit.check.run import CheckOptions, run_check  # noqa: E402
-from eagle_audit.states import State  # noqa: E402
+from eagle_audit.check.run import CheckOptions, run_check
+from eagle_audit.states import State
 
 pytestmark = pytest.mark.full  # SmolLM2, canaries (trained once, cached), the fingerprint's search: minutes
 
@@ -21,7 +17,7 @@ pytestmark = pytest.mark.full  # SmolLM2, canaries (trained once, cached), the f
 def canaries(smollm2, audit_cache):
     import torch
 
-    from fp_canaries import train_all
+    from tests.fingerprint.fp_canaries import train_all
 
     torch.set_num_threads(1)
     return train_all(smollm2, audit_cache, log=lambda m: None)

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 from eagle_audit.cli.main import app
 from eagle_audit.demo import demo_draft
 
-from docs_keys import assert_documented
-from draft_layouts import sglang_layout
+from tests.docs_keys import assert_documented
+from tests.draft_layouts import sglang_layout
 
 
 def _run(*args):

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from wheels import WheelSource
+from tests.wheels import WheelSource
 
 
 class Rec(torch.nn.Module):
@@ -71,7 +71,7 @@ def sglang_draft_reads(src: WheelSource, cls_name: str, config: dict) -> dict:
         return {"aux": model.num_aux_hidden_states, "fc_in": model.fc.in_features,
                 "fc_norm": model.fc_norm is not None, "norm_output": bool(model.norm_output),
                 "norm_before_fc": bool(getattr(model, "norm_before_fc", False))}
-    from sglang_engine import draft_reads
+    from tests.engine_wheels.sglang_engine import draft_reads
 
     return draft_reads(src, config)
 

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from wheels import WheelSource
+from tests.wheels import WheelSource
 
 
 class Obj:

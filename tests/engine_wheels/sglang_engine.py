@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from wheels import WheelSource
+from tests.wheels import WheelSource
 
 MODELS = "sglang/srt/models/"
 T, H = 3, 4  # tokens, hidden: T > 2 so that unpacking a bare [T, H] tensor into two names fails as it does on a server

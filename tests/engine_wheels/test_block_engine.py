@@ -29,7 +29,7 @@ import torch
 from eagle_audit import expr
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.probe.block import DEFAULT_IDS
-from sglang_engine import ARCHS, H, EngineRun, Obj, label, tag
+from tests.engine_wheels.sglang_engine import ARCHS, H, EngineRun, Obj, label, tag
 
 pytestmark = pytest.mark.full
 
@@ -206,7 +206,7 @@ def test_sglang_muse_mapping(sg):
 
 @pytest.fixture(scope="module")
 def vl(vllm_wheel):
-    from vllm_engine import EngineRun as VllmRun
+    from tests.engine_wheels.vllm_engine import EngineRun as VllmRun
 
     run = VllmRun(vllm_wheel)
     src = run.src

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from draft_classes_engine import (VLLM_DRAFTS, hf, sglang_draft_reads, sglang_entry_classes, vllm_draft_reads,
+from tests.engine_wheels.draft_classes_engine import (VLLM_DRAFTS, hf, sglang_draft_reads, sglang_entry_classes, vllm_draft_reads,
                                   vllm_registry, vllm_view)
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.resolution import flags_of
-from wheels import WheelSource
+from tests.wheels import WheelSource
 
 SGLANG = builtin_conventions("engine")["sglang"]
 VLLM = builtin_conventions("engine")["vllm"]

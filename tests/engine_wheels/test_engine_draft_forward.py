@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-from draft_forward_engine import sglang_kimi, sglang_llama, vllm_draft
+from tests.engine_wheels.draft_forward_engine import sglang_kimi, sglang_llama, vllm_draft
 from eagle_audit.runtime.eagle3 import arch_from_spec, build_draft, read_weights
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.draft.read import read_draft
 from eagle_audit.draft.write import write_draft
 from eagle_audit.resolution import flags_of
-from wheels import WheelSource
+from tests.wheels import WheelSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 ENGINES = builtin_conventions("engine")

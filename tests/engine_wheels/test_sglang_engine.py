@@ -10,7 +10,7 @@ import pytest
 
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.probe import builtin_base, to_convention
-from sglang_engine import ARCHS, EngineRun, draft_reads
+from tests.engine_wheels.sglang_engine import ARCHS, EngineRun, draft_reads
 
 SGLANG = builtin_conventions("engine")["sglang"]
 FLAGS = ("norm_before_fc", "fc_norm", "norm_output")

@@ -9,7 +9,7 @@ import pytest
 
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.probe import builtin_base, probe_engine, to_convention
-from vllm_engine import ARCHS, EngineRun
+from tests.engine_wheels.vllm_engine import ARCHS, EngineRun
 
 ENGINES = builtin_conventions("engine")
 V2, V1 = ENGINES["vllm"], ENGINES["vllm-v1"]

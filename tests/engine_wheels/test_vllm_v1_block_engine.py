@@ -28,8 +28,8 @@ import torch
 
 from eagle_audit.conventions import builtin_conventions, probes_dir
 from eagle_audit.kinds import KINDS, detect
-from sglang_engine import H, Obj, tag
-from vllm_engine import ARCHS, EngineRun
+from tests.engine_wheels.sglang_engine import H, Obj, tag
+from tests.engine_wheels.vllm_engine import ARCHS, EngineRun
 
 pytestmark = pytest.mark.full
 

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from sglang_engine import BRANCH, H, NORMED, T, Obj, label, tag
-from wheels import WheelSource
+from tests.engine_wheels.sglang_engine import BRANCH, H, NORMED, T, Obj, label, tag
+from tests.wheels import WheelSource
 
 MODELS = "vllm/model_executor/models/"
 EAGLE3_UTILS = "vllm/v1/worker/gpu/spec_decode/eagle/eagle3_utils.py"

@@ -21,7 +21,7 @@ from eagle_audit.engines.registry import read_server
 from eagle_audit.simulate.accept import Case, stats_from_gains, walk
 from eagle_audit.errors import AuditError
 
-from fake_engines import EOS, FakeSGLang, FakeVLLM, sim_drafts, spec_generate, target_next
+from tests.accept.fake_engines import EOS, FakeSGLang, FakeVLLM, sim_drafts, spec_generate, target_next
 
 STEPS = 3
 PROMPTS = [[3, 1, 4, 1, 5], [9, 2, 6], [5, 3, 5, 8, 9, 7], [2, 7, 1, 8], [1, 1, 2, 3, 5, 8]]
@@ -65,7 +65,7 @@ def vllm_metrics(vllm_wheel, tmp_path_factory):
     imported from the wheel with vllm.config and vllm.logger stubbed (the only imports they need)."""
     import logging
 
-    from wheels import extract, wheel_modules
+    from tests.wheels import extract, wheel_modules
 
     root = extract(vllm_wheel, tmp_path_factory.mktemp("vllm"), "vllm/v1/spec_decode/metrics.py",
                    "vllm/v1/metrics/utils.py", "vllm/entrypoints/openai/completion/protocol.py",
@@ -336,7 +336,7 @@ def test_traffic_counters_read_from_the_wheel(vllm_metrics):
 def sglang_code(sglang_wheel, tmp_path_factory):
     """SGLang 0.5.23's own /generate contract gate (api/v1/api_types.py, run by http_server.py:937),
     SamplingParams (+ verify, tokenizer_manager.py:1565) and the API-key decision (utils/auth.py:73)."""
-    from wheels import extract, wheel_modules
+    from tests.wheels import extract, wheel_modules
 
     root = extract(sglang_wheel, tmp_path_factory.mktemp("sglang"), "sglang/api/", "sglang/srt/sampling/",
                    "sglang/srt/utils/auth.py", "sglang/srt/configs/model_config.py")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from served_tiny import HIDDEN, N_LAYERS, prompts
+from tests.served.served_tiny import HIDDEN, N_LAYERS, prompts
 from eagle_audit.engines.http import BadServerReply
 from eagle_audit.engines.options import ServerOptions
 from eagle_audit.served.compare import compare_slots, served_findings
@@ -17,8 +17,8 @@ from eagle_audit.engines.sglang.launch import sglang_reference, sglang_serving
 from eagle_audit.served.compare import local_boundaries, thresholds_for
 from eagle_audit.engines.launch import TargetShape
 from eagle_audit.states import State
-from sglang_engine import ARCHS
-from sglang_server import FakeSGLang, Faults, serving
+from tests.engine_wheels.sglang_engine import ARCHS
+from tests.served.sglang_server import FakeSGLang, Faults, serving
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -22,7 +22,7 @@ import typing
 import numpy as np
 import pytest
 
-from served_tiny import HIDDEN, N_LAYERS, prompts
+from tests.served.served_tiny import HIDDEN, N_LAYERS, prompts
 from eagle_audit.engines.http import BadServerReply
 from eagle_audit.engines.options import ServerOptions
 from eagle_audit.engines.states import BadStates
@@ -32,9 +32,9 @@ from eagle_audit.engines.vllm.launch import vllm_reference, vllm_serving
 from eagle_audit.served.compare import local_boundaries
 from eagle_audit.engines.launch import TargetShape
 from eagle_audit.engines.vllm.states import locate
-from vllm_engine import ARCHS, EngineRun
-from vllm_server import FakeVLLM, VFaults, serving
-from wheels import WheelSource
+from tests.engine_wheels.vllm_engine import ARCHS, EngineRun
+from tests.served.vllm_server import FakeVLLM, VFaults, serving
+from tests.wheels import WheelSource
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

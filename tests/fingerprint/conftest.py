@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fp_canaries import train_all
+from tests.fingerprint.fp_canaries import train_all
 
 #: the corpus: the 8 prompts the canaries were trained on, 96 new tokens each (as trained): with the interval
 #: honest for a few prompts (one unit per prompt), 4 x 64 left shallow slots undetermined

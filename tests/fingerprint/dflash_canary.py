@@ -38,8 +38,8 @@ def dir_name(name: str) -> str:
 
 
 def specforge_modules():
-    import wheels
-    from trainers.conftest import import_trainers
+    from tests import wheels
+    from tests.trainers.conftest import import_trainers
 
     site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
     return import_trainers(site, ("specforge.algorithms.common.dflash_family_model",
@@ -71,7 +71,7 @@ def train_dflash_canary(target, root: Path, name: str = "2-15-27", log=print, ep
 
     from eagle_audit.accept.canary import CanaryOptions, make_data
     from eagle_audit.states import State
-    from fp_canaries import training_prompts
+    from tests.fingerprint.fp_canaries import training_prompts
 
     mods = specforge_modules()
     fam, dmod = mods["specforge.algorithms.common.dflash_family_model"], mods["specforge.modeling.draft.dflash"]

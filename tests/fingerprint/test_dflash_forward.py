@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import wheels
+from tests import wheels
 from eagle_audit.runtime.eagle3 import read_weights
 from eagle_audit.draft.read import read_draft
 from eagle_audit.runtime.block import build_dflash_draft, dflash_arch
@@ -40,7 +40,7 @@ def zlab():
 
 @pytest.fixture(scope="module")
 def specforge():
-    from trainers.conftest import import_trainers  # the wheel's modules, with the stubs restored after
+    from tests.trainers.conftest import import_trainers  # the wheel's modules, with the stubs restored after
     site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
     return import_trainers(site, ("specforge.algorithms.common.dflash_family_model",
                                   "specforge.modeling.draft.dflash", "specforge.modeling.draft.dspark"))

@@ -57,7 +57,7 @@ def test_cli_declared_wiring_differs(fp_canaries, smollm2_path, tmp_path, fp_thr
     assert res.exit_code == 1, res.output
     data = json.loads(out.read_text())
     assert data["schema"] == "eagle-audit/fingerprint/2"
-    from docs_keys import assert_documented
+    from tests.docs_keys import assert_documented
 
     assert_documented(data, ("inferred", "agreement", "search"))
     assert_documented(data["inferred"], ("slots", "baseline"))

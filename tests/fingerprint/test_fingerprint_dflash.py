@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from dflash_canary import CANARIES, boundaries, train_dflash_canary
+from tests.fingerprint.dflash_canary import CANARIES, boundaries, train_dflash_canary
 
 from eagle_audit.states import State
 

@@ -16,7 +16,7 @@ from eagle_audit.fingerprint.claims import settled
 from eagle_audit.fingerprint.intervals import Interval
 from eagle_audit.states import State, all_states
 
-from fp_canaries import CANARIES
+from tests.fingerprint.fp_canaries import CANARIES
 
 N = 30
 SERVED = tuple(State(k) for k in range(1, N))  # what a reference SGLang server on Llama captures: B1..B(N-1)

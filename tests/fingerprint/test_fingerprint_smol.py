@@ -10,7 +10,7 @@ import pytest
 
 from eagle_audit.states import State
 
-from fp_canaries import CANARIES
+from tests.fingerprint.fp_canaries import CANARIES
 
 N = 30
 

@@ -16,7 +16,7 @@ from eagle_audit.fingerprint.result import SlotInference
 from eagle_audit.fingerprint.weights import WIDTH_PER_K, K, combine, read_weights, readable
 from eagle_audit.states import State
 
-from fp_canaries import CANARIES
+from tests.fingerprint.fp_canaries import CANARIES
 
 
 def _fc(weight: torch.Tensor):

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from eagle_audit.cli.probe import probe
 from eagle_audit.conventions import load_convention_file
-from probe_tree import write_tree
+from tests.probe.probe_tree import write_tree
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from eagle_audit.errors import InputNotFound
 from eagle_audit.probe import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, installed_convention,
                                probe_engine, to_convention)
 from eagle_audit.probe.source import BadSource
-from probe_tree import FILES, line_of, write_tree
+from tests.probe.probe_tree import FILES, line_of, write_tree
 
 
 @pytest.fixture

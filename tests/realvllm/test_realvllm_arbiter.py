@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import harness
-from draft_layouts import sglang_layout
+from tests.realvllm import harness
+from tests.draft_layouts import sglang_layout
 from eagle_audit.cli.main import app
 from eagle_audit.demo import demo_draft
 

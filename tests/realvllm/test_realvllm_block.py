@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from importlib import resources
 from pathlib import Path
 
@@ -34,11 +33,9 @@ import numpy as np
 import pytest
 import torch
 
-import harness
+from tests.realvllm import harness
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "fingerprint"))
-
-from dflash_canary import CANARIES, boundaries, train_dflash_canary  # noqa: E402
+from tests.fingerprint.dflash_canary import CANARIES, boundaries, train_dflash_canary
 
 K = 3  # num_speculative_tokens of the tool's line: block_size 4 less the bonus
 MAX_NEW = 48

@@ -1,0 +1,1 @@
+"""Tests of eagle_audit/report/ (HTML and Markdown reports)."""

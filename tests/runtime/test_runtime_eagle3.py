@@ -13,7 +13,7 @@ from eagle_audit.draft.read import read_draft
 from eagle_audit.draft.write import write_draft
 from eagle_audit.errors import BadCheckpoint
 
-from accept_tiny import HIDDEN, VOCAB, write_tiny_draft
+from tests.accept.accept_tiny import HIDDEN, VOCAB, write_tiny_draft
 
 
 def _load(tiny_target, path, flags=None):

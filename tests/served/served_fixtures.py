@@ -1,7 +1,7 @@
 """The fixtures of the served-states tests, shared by tests/served/ and tests/engines/ (each folder's conftest
 imports them, so each has them; pytest makes one instance per folder): SGLang's pieces from the 0.5.23 wheel,
 the engine's capture code (tests/engine_wheels/sglang_engine.py), and a tiny random Llama target (float32) the test
-servers run. Their folders (tests/served, tests/engine_wheels) must be on ``sys.path``, as the conftests put them."""
+servers run."""
 
 from __future__ import annotations
 
@@ -12,27 +12,27 @@ import pytest
 
 @pytest.fixture(scope="session")
 def sglang_pieces(sglang_wheel, tmp_path_factory):
-    from sglang_pieces import SGLangPieces
+    from tests.served.sglang_pieces import SGLangPieces
 
     return SGLangPieces(sglang_wheel, tmp_path_factory.mktemp("sglang-src"))
 
 
 @pytest.fixture(scope="session")
 def sglang_capture(sglang_wheel):
-    from sglang_engine import EngineRun
+    from tests.engine_wheels.sglang_engine import EngineRun
 
     return EngineRun(sglang_wheel)
 
 
 @pytest.fixture(scope="session")
 def served_target(tmp_path_factory) -> Path:
-    from served_tiny import write_target
+    from tests.served.served_tiny import write_target
 
     return write_target(tmp_path_factory.mktemp("served") / "target")
 
 
 @pytest.fixture(scope="session")
 def served_target_no_weights(served_target, tmp_path_factory) -> Path:
-    from served_tiny import without_weights
+    from tests.served.served_tiny import without_weights
 
     return without_weights(served_target, tmp_path_factory.mktemp("served-cfg") / "target")

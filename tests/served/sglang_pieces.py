@@ -55,7 +55,7 @@ from pathlib import Path
 
 import torch
 
-from wheels import WheelSource, extract, wheel_modules
+from tests.wheels import WheelSource, extract, wheel_modules
 
 ARG_FIELDS = {  # module -> namespace classes, as server_args.py:138-183 imports them
     "device": ("Device",), "disagg": ("Disagg",),

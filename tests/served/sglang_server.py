@@ -30,9 +30,9 @@ from http.server import BaseHTTPRequestHandler
 
 import torch
 
-from sglang_engine import EngineRun
-from sglang_pieces import SGLangPieces
-from http_serving import http_serving
+from tests.engine_wheels.sglang_engine import EngineRun
+from tests.served.sglang_pieces import SGLangPieces
+from tests.served.http_serving import http_serving
 
 
 @dataclass(frozen=True)

@@ -5,18 +5,15 @@ target and its canaries."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fingerprint"))
-
 from eagle_audit.engines.sglang.launch import sglang_reference
 from eagle_audit.engines.launch import TargetShape
 from eagle_audit.states import final_normed  # noqa: E402
-from sglang_server import FakeSGLang, Target, serving  # noqa: E402
+from tests.served.sglang_server import FakeSGLang, Target, serving  # noqa: E402
 
 pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
 
@@ -53,7 +50,7 @@ def _bare(smollm2, out: Path) -> Path:
 
 def test_a_smollm2_canary_reads_the_same_without_the_weights(sglang_pieces, sglang_capture, smollm2, audit_cache,
                                                             tmp_path):
-    from fp_canaries import train_all
+    from tests.fingerprint.fp_canaries import train_all
 
     from eagle_audit.fingerprint.options import FingerprintOptions
     from eagle_audit.fingerprint.run import run_fingerprint

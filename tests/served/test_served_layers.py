@@ -12,8 +12,8 @@ import pytest
 from eagle_audit import api
 from eagle_audit.engines.sglang.launch import sglang_reference
 from eagle_audit.engines.launch import TargetShape
-from served_tiny import HIDDEN, N_LAYERS
-from sglang_server import FakeSGLang, Faults, serving
+from tests.served.served_tiny import HIDDEN, N_LAYERS
+from tests.served.sglang_server import FakeSGLang, Faults, serving
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,8 +17,8 @@ from eagle_audit.engines.sglang.states import read_sglang_states
 from eagle_audit.engines.sglang.launch import sglang_reference
 from eagle_audit.engines.launch import TargetShape
 from eagle_audit.engines.sglang.states import request_body
-from served_tiny import HIDDEN, N_LAYERS, prompts
-from sglang_server import FakeSGLang, Faults, Target, serving
+from tests.served.served_tiny import HIDDEN, N_LAYERS, prompts
+from tests.served.sglang_server import FakeSGLang, Faults, Target, serving
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

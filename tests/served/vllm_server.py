@@ -49,10 +49,10 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from http_serving import http_serving
+from tests.served.http_serving import http_serving
 
-from sglang_server import Target
-from wheels import WheelSource
+from tests.served.sglang_server import Target
+from tests.wheels import WheelSource
 
 CONNECTOR = "vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py"
 BLOCK = 4

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 
 import pytest
 
-import wheels
+from tests import wheels
 
 #: Modules the trainers import at module level that this environment does not have (none is called).
 ABSENT = ("openai", "datasets", "hs_connectors")

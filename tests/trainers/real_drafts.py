@@ -51,7 +51,6 @@ def _conftest():
     image): then a stand-in whose decorators return what they decorate."""
     import types
 
-    sys.path.insert(0, str(HERE.parent))  # tests/wheels.py
     try:
         import pytest  # noqa: F401
     except ImportError:

@@ -14,7 +14,7 @@ given, the true states, what its training measured). Built once (about 20 minute
 this process may use by default, :func:`build_threads`), then reused;
 bump :data:`VERSION` when anything here changes.
 
-    python tests/trainers/real_fixtures.py      # build (or list) the fixtures, print where they are
+    python -m tests.trainers.real_fixtures      # build (or list) the fixtures, print where they are
 """
 
 from __future__ import annotations
@@ -22,17 +22,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).parent
-sys.path[:0] = [str(HERE), str(HERE.parent), str(HERE.parent.parent)]
 
-import real_drafts  # noqa: E402
-import specforge_drafts  # noqa: E402
+from tests.trainers import real_drafts, specforge_drafts
 
 VERSION = 1
 TRAIN_PROMPTS, SAMPLES, MAX_NEW = 32, 2, 48
@@ -92,7 +89,7 @@ def build_threads() -> int:
 
 
 def _build(target, target_dir: str, base: Path, names, todo, log) -> dict[str, Path]:
-    import wheels
+    from tests import wheels
     from eagle_audit.prompts import load_prompts
 
     if todo:

@@ -72,7 +72,7 @@ SPECFORGE_MODULES = (
 
 
 def _stubs():
-    from real_drafts import _conftest
+    from tests.trainers.real_drafts import _conftest
 
     return _conftest()
 
@@ -80,8 +80,7 @@ def _stubs():
 def import_specforge(site: Path, sglang_wheel: Path) -> SimpleNamespace:
     """SpecForge's modules from the installed wheel (import stubs of tests/trainers/conftest.py), the loss
     kernel or its reference (module doc), and SGLang 0.5.14's setter compiled from its wheel."""
-    sys.path.insert(0, str(HERE.parent))
-    import wheels
+    from tests import wheels
 
     stubs = _stubs()
     have_triton = importlib.util.find_spec("triton") is not None and torch.cuda.is_available()
@@ -192,7 +191,7 @@ def regenerate(target, prompts, max_new: int, samples: int, system: str, batch: 
     encoded = [tok.apply_chat_template([{"role": "system", "content": system}, *m], tokenize=True,
                                        add_generation_prompt=True) for m in msgs]
     encoded = [list(e["input_ids"] if isinstance(e, dict) or hasattr(e, "keys") else e) for e in encoded]
-    from real_drafts import generate
+    from tests.trainers.real_drafts import generate
 
     out = generate(target, encoded, max_new, samples, batch, seed)
     convs = []

@@ -20,7 +20,7 @@ import types
 import pytest
 import torch
 
-import wheels
+from tests import wheels
 from eagle_audit import expr
 from eagle_audit.conventions import get_convention
 from eagle_audit.draft.read import read_draft
@@ -111,7 +111,7 @@ class _Logger:
 def test_speculators_dflash_converter_adds_one_and_drops_the_final_id(tmp_path, audit, config_only_target):
     site = wheels.installed(wheels.specforge_wheel(), wheels.speculators_wheel())
     sys.modules.setdefault("loguru", types.SimpleNamespace(logger=_Logger()))  # the converter's logger only
-    from trainers.conftest import import_trainers
+    from tests.trainers.conftest import import_trainers
 
     converter = import_trainers(site, ("speculators.convert.dflash.converter",))[
         "speculators.convert.dflash.converter"].DFlashConverter()

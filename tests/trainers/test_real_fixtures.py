@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import real_fixtures
+from tests.trainers import real_fixtures
 
 pytestmark = pytest.mark.full
 

@@ -17,7 +17,7 @@ import torch
 from eagle_audit.api import capture, load_target
 from eagle_audit.conventions import get_convention
 from eagle_audit.states import State
-from wheels import wheel_modules
+from tests.wheels import wheel_modules
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

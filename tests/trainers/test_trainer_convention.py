@@ -8,7 +8,7 @@ from eagle_audit.conventions import get_convention, probes_dir
 from eagle_audit.probe import probe_engine
 from eagle_audit.probe.trainer import SPECFORGE, trainer_convention_data
 
-import wheels
+from tests import wheels
 
 
 def test_specforge_convention_is_the_sglang_0_5_14_probe_plus_specforge_facts():

@@ -1,0 +1,1 @@
+"""Tests of eagle_audit/conventions/ and the convention files of probes/."""

@@ -1,0 +1,1 @@
+"""Tests of eagle_audit/draft/ (drafts on disk)."""

@@ -1,0 +1,1 @@
+"""Tests of eagle_audit/runtime/ (the draft runtime), on tests/accept/accept_tiny.py's tiny target and drafts."""

@@ -1,0 +1,1 @@
+"""Tests of eagle_audit/source/ (where states come from)."""
