@@ -8,8 +8,9 @@ matches decides the verdict, not the static guess:
 
 * ``trained``: the wiring the draft was trained on (with the trainer's draft semantics);
 * ``served``: the static guess under the audited engine's rules;
-* each *engine variant* of the server's kind: every built-in engine convention of that engine that serves
-  EAGLE-3 drafts (``vllm`` V2 runner and ``vllm-v1``; ``sglang``), resolved against the same config;
+* each *engine variant* of the server's kind: every built-in engine convention of that engine that serves the
+  audited draft's kind (EAGLE-3: ``vllm`` V2 runner and ``vllm-v1``, ``sglang``; DFlash and DSpark: ``vllm-dflash``
+  and ``vllm-v1-dflash``, ``sglang-dflash`` or ``sglang-dspark``), resolved against the same config;
 * each *single-slot fix*: the served wiring with one mis-wired slot set to the trained state;
 * the served wiring run with the trained draft semantics (when the two sides' flags differ).
 
@@ -26,6 +27,18 @@ exceed the simulation by at most ``requests * num_steps / verifies`` and each po
 and this machine's forward may break a near tie differently (``continuations_equal`` says how often that changed
 the text). A candidate matches when the accept length and every position are within these bounds.
 
+**Block drafts** (DFlash, DSpark; :mod:`eagle_audit.simulate.block`) are arbitrated the same way: each candidate is
+simulated by the block simulation (``simulate.wiring.simulate`` picks it by the draft), ``num_steps`` = the drafts a
+verify (DFlash ``block_size - 1``, DSpark gamma), per position too. What the engines report for them is EAGLE-3's
+(read in the wheels): SGLang's DFlash and DSpark workers return ``accept_lens`` = accepted + 1
+(``dflash_worker_v2.py:212-219``, ``dspark_worker_v2.py:1330-1344``), folded per request exactly as EAGLE-3's
+(``managers/scheduler_components/batch_result_processor.py:784-836``: ``spec_verify_ct``, the histogram of accepted
+drafts, uncut) into the same ``meta_info`` keys (``tokenizer_manager.py:3149-3200``); vLLM's scheduler counts one
+draft per verify and ``len(sampled) - 1`` accepted whatever the proposer (``v1/core/sched/scheduler.py:2352-2370``,
+``v1/spec_decode/metrics.py:41-49``), over ``num_speculative_tokens`` positions: the same tolerance. A block draft
+runs one forward whatever the draft flags: no "trained semantics" candidate, and candidates differing only in flags
+are one.
+
 **The verdict** then follows the matching candidate: ``mismatch`` when its simulated accept length is more than
 ``tolerance`` below the trained one (the same rule as without a server). Several matching candidates: the
 closest decides, and all are listed. None: the server runs other numerics or another draft or target than the
@@ -41,6 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from ..conventions import Convention, Wiring, builtin_conventions
+from ..kinds import FALLBACK, kind as kind_of
 from ..resolution import DraftFlags, Resolution, SideWiring, side_of
 from ..states import State
 
@@ -154,17 +168,20 @@ class Arbitration:
 # ----------------------------------------------------------------------------- candidates
 
 
-def engine_variants(kind: str) -> dict[str, Convention]:
-    """The built-in engine conventions of a server's engine that serve EAGLE-3 drafts: ``vllm`` -> the V2 and the
-    V1 runner's, ``sglang`` -> SGLang's (a server says which engine it is, never which runner)."""
+def engine_variants(kind: str, draft_kind: str = FALLBACK) -> dict[str, Convention]:
+    """The built-in engine conventions of a server's engine that serve ``draft_kind`` drafts (a name of
+    :data:`eagle_audit.kinds.KINDS`; the conventions' ``draft_kinds`` say which they describe): EAGLE-3, ``vllm`` ->
+    the V2 and the V1 runner's (``vllm``, ``vllm-v1``), ``sglang`` -> ``sglang``; DFlash, ``vllm`` ->
+    ``vllm-dflash``, ``vllm-v1-dflash``, ``sglang`` -> ``sglang-dflash`` (a server says which engine it is, never
+    which runner)."""
     return {n: c for n, c in builtin_conventions("engine").items()
-            if (n == kind or n.startswith(kind + "-")) and "eagle3" in c.draft_kinds}
+            if (n == kind or n.startswith(kind + "-")) and draft_kind in c.draft_kinds}
 
 
-def _failure(wiring: Wiring, aux: int) -> tuple[str | None, str | None]:
+def _failure(wiring: Wiring, aux: int, title: str = "EAGLE-3") -> tuple[str | None, str | None]:
     """Why the engine cannot run a wiring, and the static finding for it; (None, None) when it can."""
     if wiring.unsupported:
-        return f"no EAGLE-3 capture for this architecture: {wiring.unsupported}", "ENGINE_UNSUPPORTED"
+        return f"no {title} capture for this architecture: {wiring.unsupported}", "ENGINE_UNSUPPORTED"
     if wiring.failure is not None:
         return f"the engine raises {wiring.failure.text()} ({wiring.failure.at})", "ENGINE_CRASH"
     if wiring.not_residual:
@@ -178,8 +195,8 @@ def _failure(wiring: Wiring, aux: int) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _side(name: str, kind: str, what: str, side: SideWiring, aux: int) -> Candidate:
-    failure, code = _failure(side.wiring, aux)
+def _side(name: str, kind: str, what: str, side: SideWiring, aux: int, title: str = "EAGLE-3") -> Candidate:
+    failure, code = _failure(side.wiring, aux, title)
     return Candidate(name, kind, what, side.states, side.flags, failure, code)
 
 
@@ -189,16 +206,19 @@ def _ids_text(w: Wiring) -> str:
 
 
 def build_candidates(config: Mapping[str, Any], architecture: str, num_layers: int, res: Resolution, engine_name: str,
-                     server_kind: str, aux: int) -> tuple[Candidate, ...]:
-    """Every wiring the server may be serving (module docstring), deduplicated, trained first."""
+                     server_kind: str, aux: int, draft_kind: str = FALLBACK) -> tuple[Candidate, ...]:
+    """Every wiring the server may be serving (module docstring), deduplicated, trained first. ``draft_kind``: the
+    audited draft's kind (:mod:`eagle_audit.kinds`): the engine variants are those serving it; a block draft runs
+    one forward whatever the draft flags, so it has no "trained semantics" candidate."""
+    dk = kind_of(draft_kind)
     tr, sv = res.trained, res.served
-    out = [_side("trained", "trained", f"the trained wiring ({tr.title})", tr, aux),
-           _side("served", "served", f"{sv.title}: {_ids_text(sv.wiring)}", sv, aux)]
-    for name, conv in engine_variants(server_kind).items():
+    out = [_side("trained", "trained", f"the trained wiring ({tr.title})", tr, aux, dk.title),
+           _side("served", "served", f"{sv.title}: {_ids_text(sv.wiring)}", sv, aux, dk.title)]
+    for name, conv in engine_variants(server_kind, dk.name).items():
         if name == engine_name:
             continue
         side = side_of(conv, config, architecture, num_layers)
-        out.append(_side(name, "engine", f"{side.title}: {_ids_text(side.wiring)}", side, aux))
+        out.append(_side(name, "engine", f"{side.title}: {_ids_text(side.wiring)}", side, aux, dk.title))
     if len(tr.states) == len(sv.states) == aux:
         for i, (t, s) in enumerate(zip(tr.states, sv.states)):
             if t != s:
@@ -206,13 +226,13 @@ def build_candidates(config: Mapping[str, Any], architecture: str, num_layers: i
                 out.append(Candidate(f"served, slot {i} fixed", "slot_fix",
                                      f"the static guess with slot {i} fed {t.label()} instead of {s.label()}",
                                      fixed, sv.flags))
-    if tr.flags != sv.flags and len(sv.states) == aux:
+    if tr.flags != sv.flags and len(sv.states) == aux and not dk.block:
         out.append(Candidate("served, trained semantics", "semantics",
                              "the static guess's states run with the trained draft semantics", sv.states, tr.flags))
     merged: list[Candidate] = []
     for c in out:
-        same = next((i for i, m in enumerate(merged) if (m.states, m.flags, m.failure) == (c.states, c.flags, c.failure)),
-                    None)
+        key = lambda x: (x.states, None if dk.block else x.flags, x.failure)  # noqa: E731  (block: flags run alike)
+        same = next((i for i, m in enumerate(merged) if key(m) == key(c)), None)
         if same is None:
             merged.append(c)
         else:

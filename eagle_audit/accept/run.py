@@ -195,10 +195,10 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
 
     require_simulated(spec, "accept-rate")
     if spec.draft_kind.block:  # block drafting (simulate/block.py): a chain of the block's drafts, greedy
-        for name, given in (("live", opts.live), ("server", opts.server is not None)):
-            if given:
-                raise BadOption(f"{param(name)}: not with a {spec.draft_kind.title} draft yet (accept-rate simulates "
-                                "its block drafting; a live loop and a server's reading are for EAGLE-3 drafts)")
+        if opts.live:
+            raise BadOption(f"{param('live')}: not with a {spec.draft_kind.title} draft yet (accept-rate simulates "
+                            f"its block drafting; the live loop is for EAGLE-3 drafts; {param('server')} reads a "
+                            "server's)")
         if settings.topk > 1:
             raise BadOption(f"{param('topk', settings.topk)}: a {spec.draft_kind.title} draft drafts one block a "
                             "round, no tree")
@@ -272,7 +272,7 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     candidates = ()
     if server_opts is not None:  # the wirings the live server may be serving (accept/arbiter.py), captured in the same pass
         candidates = build_candidates(spec.config, info.architecture, info.num_layers, res, engine.name,
-                                      server_opts.kind, aux)
+                                      server_opts.kind, aux, spec.kind)
     union = set(trained.states) | set(served.states) | candidate_states(candidates)
     say(f"one teacher-forced pass per prompt capturing {len(union)} states")
     caps = capture_cases(target, cases, tuple(union))
@@ -304,15 +304,16 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
             arbiter = server_failed(e.message, candidates, stats["served"].accept_length if stats["served"] else None)
         if server is not None:
             differs = engine_of(server.kind).drafting_differs(server.drafting, settings.num_steps, settings.topk,
-                                                           settings.num_draft_tokens)
+                                                           settings.num_draft_tokens, block=spec.draft_kind.block)
             if differs:
                 server = replace(server, notes=server.notes + (differs,))
                 notes.append(f"server: {differs}")
             by_flags = {flags["trained"]: models["trained"]}
             if not unrunnable:
                 by_flags.setdefault(flags["served"], models["served"])
+            one = models["trained"] if spec.draft_kind.block else None  # a block draft: one forward, whatever the flags
             arbiter = _arbitrate(server, differs, candidates, stats, by_flags, spec, target, cases, caps, settings,
-                                 opts.tolerance, say)
+                                 opts.tolerance, say, one)
     tr, sv = stats["trained"], stats["served"]
     bad = sv is None or (tr is not None and tr.accept_length is not None and sv.accept_length is not None
                          and tr.accept_length - sv.accept_length > opts.tolerance)
@@ -326,20 +327,22 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
 
 
 def _arbitrate(server: ServerReading, differs: str | None, candidates, stats, models: dict, spec, target, cases, caps,
-               settings: Settings, tolerance: float, say) -> Arbitration:
+               settings: Settings, tolerance: float, say, one=None) -> Arbitration:
     """The live server's reading against the candidate wirings (accept/arbiter.py), simulated on the same cases
-    only when it disagrees with the simulated served one. ``models``: the draft models loaded so far, by flags."""
+    only when it disagrees with the simulated served one. ``models``: the draft models loaded so far, by flags;
+    ``one``: the model every candidate runs (a block draft: its flags change nothing), else None."""
     from .arbiter import NOT_COMPARABLE
 
     why = (differs or ("other clients' traffic moved the server's counters" if server.other_traffic else None)
            or (None if server.accept_length is not None else "the server reported no accept length")
-           or (None if settings.mode == "chain" else "tree drafts: the candidates are compared in chain mode only"))
+           or ("tree drafts: the candidates are compared in chain and block mode only" if settings.mode == "tree"
+               else None))
     if why:
         return Arbitration(NOT_COMPARABLE, f"the server's figures are not compared with the candidates: {why}")
     tol = live_tolerance(server.kind, server.requests, server.verify_steps, settings.num_steps)
     live_al, live_pp = server.accept_length, server.per_position
     sims = {"trained": stats["trained"], "served": stats["served"]}
-    served_c = next(c for c in candidates if c.kind == "served")
+    served_c = next(c for c in candidates if c.kind == "served" or "served" in c.also)  # merged: the trained one
     if score(served_c, sims["served"], live_al, live_pp, tol).matches:
         scored = [score(c, sims.get(c.kind), live_al, live_pp, tol) for c in candidates
                   if c.kind in ("trained", "served")]
@@ -349,7 +352,7 @@ def _arbitrate(server: ServerReading, differs: str | None, candidates, stats, mo
         for c in candidates:
             st = sims.get(c.kind) if c.kind in ("trained", "served") else None
             if st is None and c.failure is None:
-                model = models.get(c.flags)
+                model = one if one is not None else models.get(c.flags)
                 if model is None:
                     try:
                         model = models[c.flags] = load_draft(spec, target, c.flags)

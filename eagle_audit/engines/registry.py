@@ -29,8 +29,9 @@ class Engine:
     states_on_disk: bool  # the server writes the states to its disk (read from hidden_states_dir)
     #: (target, draft, num_steps, variant) -> the line serving the draft with speculative decoding
     speculative: Callable[..., Launch] = None  # type: ignore[assignment]
-    #: (drafting the server reports, num_steps, topk, num_draft_tokens) -> a note where they differ, else None
-    drafting_differs: Callable[..., str | None] = lambda drafting, *settings: None
+    #: (drafting the server reports, num_steps, topk, num_draft_tokens, block=the draft drafts a block) -> a note
+    #: where they differ, else None
+    drafting_differs: Callable[..., str | None] = lambda drafting, *settings, block=False: None
     #: its accept length counts each request's last verify uncut (past max_tokens), where a simulation cuts it
     last_verify_uncut: bool = False
     #: the engine conventions (probes/*.json names) whose rules this engine runs: its lines are printed per variant

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from eagle_audit.accept.arbiter import (AGREES, MATCHED, NUMERIC_SLACK, SERVER_FAILED, UNMATCHED, Candidate, Scored,
+from eagle_audit.accept.arbiter import (AGREES, AMBIGUOUS, MATCHED, NUMERIC_SLACK, SERVER_FAILED, UNMATCHED, Candidate, Scored,
                                         arbitrate, build_candidates, engine_variants, live_tolerance, merge_equal)
 from eagle_audit.accept.run import AcceptOptions, run_accept
 from eagle_audit.simulate.accept import AcceptStats, make_cases
@@ -42,6 +42,11 @@ def served_by(engine, target, base, cases, **kw):
 def test_variants_of_each_engine():
     assert set(engine_variants("vllm")) == {"vllm", "vllm-v1"}  # not vllm-dflash: it serves no EAGLE-3 draft
     assert set(engine_variants("sglang")) == {"sglang"}
+    # a block draft: the conventions whose draft_kinds name its kind
+    assert set(engine_variants("vllm", "dflash")) == set(engine_variants("vllm", "dspark")) == {"vllm-dflash",
+                                                                                             "vllm-v1-dflash"}
+    assert set(engine_variants("sglang", "dflash")) == {"sglang-dflash"}
+    assert set(engine_variants("sglang", "dspark")) == {"sglang-dspark"}
 
 
 def test_candidates_of_the_known_case(tmp_path):
@@ -296,3 +301,96 @@ def test_a_server_that_drops_the_connection(fault, words, tiny_target, plain_bas
     with serving(_sglang_server(tiny_target, base, cases, **{fault: True})) as url:
         res = _cli(base, url, tmp_path)
     assert res.exit_code == 2 and words in res.stderr and "Traceback" not in res.output, res.output
+
+
+# ----------------------------------------------------------------------------- block drafts (SmolLM2 DFlash canary)
+
+
+@pytest.fixture(scope="module")
+def dflash_canary(smol_target, audit_cache):
+    """The SmolLM2 DFlash canary trained on [B2, B15, B27] (tests/fingerprint/dflash_canary.py; SpecForge 0.2.0's
+    DFlash training, block 4: 3 drafts a verify), from the test cache."""
+    from tests.fingerprint.dflash_canary import train_dflash_canary
+
+    return train_dflash_canary(smol_target, audit_cache, "2-15-27", log=lambda m: None)
+
+
+@pytest.fixture(scope="module")
+def dflash_base(smol_target):
+    ids = encode(load_prompts(None)[8:12], smol_target.tokenizer, 256)  # among its training prompts (9-16)
+    cases, _ = make_cases(smol_target, ids, 48)
+    return dict(target=smol_target.info.source, prompt_ids=tuple(map(tuple, ids)), max_new_tokens=48,
+                engine="sglang"), cases
+
+
+@pytest.mark.full  # the SmolLM2 DFlash canary (trained by SpecForge's wheel when not cached)
+def test_a_dflash_server_is_read_and_agrees(smol_target, dflash_canary, dflash_base):
+    """`accept-rate --server` on a DFlash draft: an SGLang server running DFLASH answers in SGLang's format (num_steps
+    and topk 1, the verify window block_size 4; per request the histogram of correct drafts with the last verify
+    uncut), serving what SGLang's rules serve (the trained wiring): the live figures are the block simulation's, per
+    position within the uncut last verify, and the arbiter agrees. The same requests from an EAGLE3 server are not
+    compared (it serves another kind of draft)."""
+    base, cases = dflash_base
+    static = run_accept(AcceptOptions(draft=str(dflash_canary), **base), source=smol_target)
+    assert static.settings.mode == "block" and static.settings.num_steps == 3 and static.verdict == "match"
+    wired = WiredServer("sglang", table_of(cases, static.stats["served"]), 3, uncut_last=1, algorithm="DFLASH")
+    with serving(wired) as url:
+        r = run_accept(AcceptOptions(draft=str(dflash_canary), server=url, **base), source=smol_target)
+    sv = r.stats["served"]
+    assert r.server.accept_length == pytest.approx(sv.accept_length) == pytest.approx(static.al("served"))
+    assert r.server.verify_steps == sv.verify_steps and len(r.server.per_position) == 3
+    assert all(0 <= round((a - b) * sv.verify_steps) <= len(cases)
+               for a, b in zip(r.server.per_position, sv.per_position))  # the last verify of each request, uncut
+    assert r.server.drafting == {"algorithm": "DFLASH", "num_steps": 1, "eagle_topk": 1, "num_draft_tokens": 4}
+    assert r.arbiter.status == AGREES and r.verdict == "match", r.arbiter.message
+    assert r.arbiter.tolerance.per_position[1] == pytest.approx(len(cases) / sv.verify_steps + NUMERIC_SLACK)
+    with serving(WiredServer("sglang", table_of(cases, sv), 3)) as url:  # algorithm EAGLE3
+        r = run_accept(AcceptOptions(draft=str(dflash_canary), server=url, **base), source=smol_target)
+    assert r.arbiter.status == "not_comparable" and "serves another kind of draft" in r.arbiter.message
+
+
+@pytest.mark.full  # the SmolLM2 DFlash canary (trained by SpecForge's wheel when not cached)
+def test_a_dflash_server_overrules_the_static_guess(smol_target, dflash_canary, dflash_base, tmp_path):
+    """The canary's config rewritten to ids [4, 19, 23]: SGLang's rules feed B5, B20, B24 (statically served ~2.3,
+    mismatch against the trained [B2, B15, B27]); a server whose acceptance is the trained wiring's (an SGLang
+    format DFLASH server) makes the arbiter simulate the candidates by the block simulation; `trained` matches (with
+    the slot-2 fix, which accepts as much on these requests): the verdict follows the server (match, exit 0)."""
+    base, cases = dflash_base
+    draft = tmp_path / "dflash"
+    draft.mkdir()
+    cfg = json.loads((dflash_canary / "config.json").read_text())
+    cfg["dflash_config"]["target_layer_ids"] = [4, 19, 23]
+    (draft / "config.json").write_text(json.dumps(cfg))
+    (draft / "model.safetensors").symlink_to(dflash_canary / "model.safetensors")
+    base = {**base, "draft": str(draft), "trained_boundaries": "2,15,27"}
+    static = run_accept(AcceptOptions(**base), source=smol_target)
+    assert [s.label() for s in static.served.states] == ["B5", "B20", "B24"]
+    assert static.verdict == "mismatch" and static.al("trained") - static.al("served") > 0.5
+    wired = WiredServer("sglang", table_of(cases, static.stats["trained"]), 3, uncut_last=1, algorithm="DFLASH")
+    with serving(wired) as url:
+        r = run_accept(AcceptOptions(server=url, **base), source=smol_target)
+        arb = r.arbiter
+        # B5, B20, B27 (slot 2 fixed) accepts as the trained wiring does (3.578): this canary reads its last slot
+        # above all; the server cannot tell the two apart, both match, the verdict is the same
+        assert arb.status in (MATCHED, AMBIGUOUS) and "trained" in arb.matched and r.verdict == "match", arb.message
+        assert set(arb.matched) <= {"trained", "served, slot 2 fixed"}
+        names = {c.candidate.name: c for c in arb.candidates}
+        assert {"served, slot 0 fixed", "served, slot 1 fixed", "served, slot 2 fixed"} <= set(names)
+        assert "served, trained semantics" not in names  # a block draft runs one forward whatever the flags
+        assert names["trained"].per_position == static.stats["trained"].per_position
+        args = ["-t", base["target"], "-d", base["draft"], "--engine", "sglang", "--trained-boundaries", "2,15,27",
+                "--prompts", _prompts_file(tmp_path), "--max-new-tokens", 48, "--server", url, "--json",
+                tmp_path / "r.json"]
+        res = CliRunner().invoke(app, list(map(str, args)))
+    assert res.exit_code == 0, res.output
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["verdict"] == "match" and "trained" in data["arbiter"]["matched"] and data["settings"]["mode"] == "block"
+
+
+def _prompts_file(tmp_path):
+    from importlib import resources
+
+    lines = resources.files("eagle_audit").joinpath("data/chat_prompts.jsonl").read_text().splitlines()
+    out = tmp_path / "train-9-12.jsonl"
+    out.write_text("\n".join(lines[8:12]) + "\n")
+    return out

@@ -34,7 +34,9 @@ class WiredServer:
     kind: str  # "vllm" or "sglang"
     table: Mapping[tuple[int, ...], tuple[Sequence[int], Sequence[int]]]
     steps: int
-    uncut_last: int = 0  # vLLM: drafts the last verify of a request accepted beyond the cut (at most steps)
+    uncut_last: int = 0  # drafts the last verify of a request accepted beyond the cut (at most steps): vLLM's counters
+    # and SGLang's histogram and spec_num_correct_drafts count them, SGLang's completion_tokens does not
+    algorithm: str = "EAGLE3"  # SGLang --speculative-algorithm (DFLASH, DSPARK: a block draft, ``steps`` drafts a verify)
     dead: bool = False  # the engine died at the first request: HTTP 500 from then on
     busy: list = field(default_factory=list)  # (status, Retry-After) answered to the first generation requests, in turn
     reset: bool = False  # every generation request: the connection closed with no reply
@@ -86,18 +88,28 @@ class WiredServer:
             return 500, {"error": {"message": "Internal server error"}}
         out, gains = self.table[tuple(body["input_ids"])]
         out = list(out)
-        hist = [0] * (self.steps + 1)
-        for g in gains:
-            hist[g - 1] += 1
+        hist: list[int] = []  # Req.update_spec_correct_drafts_histogram (schedule_batch.py:1566-1572): up to the most seen
+        correct = 0
+        for j, g in enumerate(gains):
+            n = g - 1 + (min(self.uncut_last, self.steps - (g - 1)) if j == len(gains) - 1 else 0)
+            hist += [0] * (n + 1 - len(hist))
+            hist[n] += 1
+            correct += n
+        # tokenizer_manager.py:3149-3200 (_calculate_spec_decoding_metrics), in its order
         meta = {"id": "0", "finish_reason": {"type": "length", "length": len(out)}, "prompt_tokens": len(body["input_ids"]),
-                "completion_tokens": len(out), "cached_tokens": 0, "spec_verify_ct": len(gains),
-                "spec_accept_length": len(out) / len(gains), "spec_num_correct_drafts": sum(g - 1 for g in gains),
-                "spec_correct_drafts_histogram": hist}
+                "completion_tokens": len(out), "cached_tokens": 0,
+                "spec_accept_rate": correct / (len(gains) * self.steps), "spec_accept_length": len(out) / len(gains),
+                "spec_num_correct_drafts": correct, "spec_num_proposed_drafts": len(gains) * self.steps,
+                "spec_verify_ct": len(gains), "spec_correct_drafts_histogram": hist}
         return 200, {"text": "", "output_ids": out, "meta_info": meta}
 
     def server_info(self) -> dict:
-        return {"internal_states": [{}], "speculative_algorithm": "EAGLE3", "speculative_num_steps": self.steps,
-                "speculative_eagle_topk": 1, "speculative_num_draft_tokens": self.steps + 1, "version": "0.5.23"}
+        # a block algorithm reports num_steps and topk 1 and its verify window (arg_groups/speculative_hook.py:329-366,
+        # 757-797: DFlash block_size, DSpark gamma + 1), ``steps`` drafts after the bonus either way
+        block = self.algorithm in ("DFLASH", "DSPARK")
+        return {"internal_states": [{}], "speculative_algorithm": self.algorithm,
+                "speculative_num_steps": 1 if block else self.steps, "speculative_eagle_topk": 1,
+                "speculative_num_draft_tokens": self.steps + 1, "version": "0.5.23"}
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -118,6 +118,25 @@ def test_drafting_settings_that_differ_are_noted(serve, vllm_metrics):
     assert "the server drafts 2 tokens per step" in differs(r, 3, 1, 4)
 
 
+def test_block_drafting_settings():
+    """A block draft (DFlash, DSpark): SGLang reports num_steps 1, topk 1 and the verify window
+    (arg_groups/speculative_hook.py: DFlash block_size, DSpark gamma + 1); only the window and the algorithm's kind
+    count. vLLM: num_speculative_tokens, the drafts a verify."""
+    from eagle_audit.engines.registry import engine
+
+    sg, vl = engine("sglang").drafting_differs, engine("vllm").drafting_differs
+    dflash = {"algorithm": "DFLASH", "num_steps": 1, "eagle_topk": 1, "num_draft_tokens": 4}
+    assert sg(dflash, 3, 1, 4, block=True) is None
+    assert "blocks of 4 tokens (3 drafts a verify); the simulation ran the draft's own block, 5" in \
+        sg(dflash, 4, 1, 5, block=True)
+    assert sg({**dflash, "algorithm": "DSPARK", "num_draft_tokens": 5}, 4, 1, 5, block=True) is None
+    assert "serves another kind of draft" in sg({"algorithm": "EAGLE3", "num_steps": 3, "eagle_topk": 1,
+                                                 "num_draft_tokens": 4}, 3, 1, 4, block=True)
+    assert "serves another kind of draft" in sg(dflash, 3, 1, 4)  # a DFlash server, an EAGLE-3 draft audited
+    assert vl({"num_speculative_tokens": 3}, 3, 1, 4, block=True) is None
+    assert "another block is not simulated" in vl({"num_speculative_tokens": 4}, 3, 1, 4, block=True)
+
+
 def test_sglang_histogram_gives_per_position(serve):
     fake = serve(FakeSGLang(steps=STEPS))
     r = read_server(ServerOptions(fake.url), PROMPTS, MAX_NEW)

@@ -76,7 +76,7 @@ def toy(tmp_path):
         states_on_disk=False,
         speculative=lambda target, draft, steps, variant: _line("speculative", "toy-serve", target, "--draft", draft,
                                                                "--steps", steps),
-        drafting_differs=lambda d, steps, topk, ndt: None if d.get("steps") == steps else f"toy drafts {d['steps']}",
+        drafting_differs=lambda d, steps, topk, ndt, block=False: None if d.get("steps") == steps else f"toy drafts {d['steps']}",
         last_verify_uncut=True, variants=(str(path),), wire=WIRE)
     registry.register(entry)
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Toy)

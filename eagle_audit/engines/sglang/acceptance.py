@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 from ..http import BadServerReply, Http, ServerAuthError, ServerError, ServerTimeout, int_list, reply_field, short
 from ..reading import ServerReading
-from .wire import NEUTRAL
+from .wire import BLOCK_ALGORITHMS, NEUTRAL
 
 
 
@@ -86,6 +86,10 @@ def read_acceptance(http_: Http, prompts: Sequence[Sequence[int]], max_new: int,
     lifetime = _sglang_lifetime(info)
     drafting = {k: info[f"speculative_{k}"] for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")
                 if isinstance(info.get(f"speculative_{k}"), (str, int)) and not isinstance(info.get(f"speculative_{k}"), bool)}
+    # the histogram reaches only the most drafts a request accepted (schedule_batch.py:1566-1572): the positions run
+    # to the drafts a verify where the server says them (a chain or a block: num_draft_tokens - 1)
+    ndt = drafting.get("num_draft_tokens")
+    width = ndt - 1 if isinstance(ndt, int) and drafting.get("eagle_topk") == 1 and ndt > 1 else None
     notes = []
     if lifetime:
         notes.append("lifetime: /server_info internal_states[].avg_spec_accept_length, one per DP rank, since start "
@@ -94,7 +98,7 @@ def read_acceptance(http_: Http, prompts: Sequence[Sequence[int]], max_new: int,
         http_.url, "sglang", tokens / verifies if verifies else None,
         sum(per_request) / len(per_request) if per_request else None, len(prompts),
         "sum(meta_info.completion_tokens - 1) / sum(meta_info.spec_verify_ct) over the audited requests",
-        per_position=positions(hist, None), histogram=tuple(hist), verify_steps=verifies, tokens=tokens,
+        per_position=positions(hist, width), histogram=tuple(hist), verify_steps=verifies, tokens=tokens,
         continuations_equal=equal if expected is not None else None, lifetime_accept_length=lifetime,
         drafting=drafting, notes=tuple(notes))
 
@@ -125,9 +129,24 @@ def _sglang_lifetime(info: Mapping) -> tuple[float | None, ...]:
     return tuple(out)
 
 
-def drafting_differs(drafting, num_steps: int, topk: int, num_draft_tokens: int) -> str | None:
-    """A note when the server drafts otherwise than the simulation: its ``/server_info`` steps, topk and draft
-    tokens (None where it does not say them, or they are the simulation's)."""
+def drafting_differs(drafting, num_steps: int, topk: int, num_draft_tokens: int, block: bool = False) -> str | None:
+    """A note when the server drafts otherwise than the simulation (None where it does not say, or drafts alike):
+    its ``/server_info`` algorithm (a block one, :data:`~.wire.BLOCK_ALGORITHMS`, for a block draft, ``block``; an
+    EAGLE-style one else), then its steps, topk and draft tokens; for a block draft its verify window alone
+    (``num_draft_tokens``: the simulation's drafts a verify + 1; SGLang reports num_steps and topk 1 for it)."""
+    algorithm = drafting.get("algorithm")
+    if isinstance(algorithm, str) and (algorithm.upper() in BLOCK_ALGORITHMS) != block:
+        what = "a block draft (DFlash, DSpark)" if block else "a chain or tree draft (EAGLE-3)"
+        return (f"the server runs --speculative-algorithm {algorithm}; the audited draft is {what}: the server "
+                "serves another kind of draft than the one audited")
+    if block:
+        theirs = drafting.get("num_draft_tokens")
+        if theirs is None or theirs == num_draft_tokens:
+            return None
+        return (f"the server verifies blocks of {theirs} tokens ({theirs - 1} drafts a verify); the simulation ran the "
+                f"draft's own block, {num_draft_tokens} ({num_steps} drafts): another block is not simulated (start the "
+                "server without --speculative-num-draft-tokens / --speculative-*-block-size: SGLang then takes the "
+                "draft's)")
     theirs = (drafting.get("num_steps"), drafting.get("eagle_topk"), drafting.get("num_draft_tokens"))
     if None in theirs or theirs == (num_steps, topk, num_draft_tokens):
         return None

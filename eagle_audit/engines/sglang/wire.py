@@ -19,3 +19,10 @@ KEY_ENV = ("OPENAI_API_KEY",)
 # --preferred-sampling-params (tokenizer_manager.py:1549).
 NEUTRAL = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "frequency_penalty": 0.0,
            "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_new_tokens": 0, "ignore_eos": False, "n": 1}
+
+# The --speculative-algorithm values that draft a block a verify (DFlash, DSpark: ``srt/speculative/spec_info.py:39-43``
+# SpeculativeAlgorithm; ``arg_groups/speculative_hook.py:287-441, 666-860`` force speculative_num_steps and
+# speculative_eagle_topk to 1 for them and set speculative_num_draft_tokens to the verify window: DFlash the draft's
+# block_size, DSpark gamma + 1); every other value drafts EAGLE-style chains or trees. /server_info reports the
+# value as given (upper case).
+BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")

@@ -124,11 +124,16 @@ def read_acceptance(http_: Http, prompts: Sequence[Sequence[int]], max_new: int,
         notes=tuple(notes))
 
 
-def drafting_differs(drafting, num_steps: int, topk: int, num_draft_tokens: int) -> str | None:
-    """A note when the server drafts otherwise than the simulation: vLLM drafts a chain of
-    ``num_speculative_tokens`` (None where it does not say it, or it is the simulation's)."""
+def drafting_differs(drafting, num_steps: int, topk: int, num_draft_tokens: int, block: bool = False) -> str | None:
+    """A note when the server drafts otherwise than the simulation: vLLM drafts ``num_speculative_tokens`` a verify,
+    a chain (EAGLE-3) or a block's masks (DFlash: ``[bonus, mask x K]``; DSpark: gamma) (None where it does not say
+    it, or it is the simulation's)."""
     k = drafting.get("num_speculative_tokens")
     if k is None or (topk == 1 and k == num_steps):
         return None
+    if block:
+        return (f"the server drafts {k} tokens a verify (num_speculative_tokens); the simulation ran the draft's own "
+                f"block, {num_steps} drafts (DFlash: block_size - 1; DSpark: gamma): another block is not simulated "
+                f"(start the server with num_speculative_tokens {num_steps})")
     return (f"the server drafts {k} tokens per step (chain); the simulation ran num_steps {num_steps}, topk {topk}: "
             "rerun it with the server's settings to compare the two")
