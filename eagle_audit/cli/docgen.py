@@ -48,7 +48,9 @@ FINDING_DETAILS = {
                                     "architectures it does capture for ([engines.md](engines.md))"),
     "ENGINE_CRASH": ("error", "the engine raises on these ids, with its own exception and message, at start-up "
                               "or at the first forward (Qwen-MoE `IndexError`, SGLang DeepSeek `captured 2 of 3`, "
-                              "vLLM DeepSeek id 0 `TypeError`, an empty SGLang id list)"),
+                              "vLLM DeepSeek id 0 `TypeError`, an empty SGLang id list); or it refuses the draft "
+                              "itself, whatever its ids, at config validation (a convention's `refuses`: vLLM's V1 "
+                              "runner on DSpark)"),
     "NOT_RESIDUAL_STREAM": ("error", "the engine's capture index feeds something other than the residual stream "
                                      "(SGLang Gemma 3: the previous layer's `post_feedforward_layernorm` branch "
                                      "output); no config fixes it"),

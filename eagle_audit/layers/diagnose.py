@@ -112,13 +112,18 @@ def engine_crash(ctx: Context) -> Iterable[Finding]:
     if w.failure is None:
         return
     f = w.failure
-    ids = f"ids {list(w.ids)}" if w.ids is not None else "its default ids"
-    when = ("at start-up, while it sets the capture layers" if f.at == "start-up"
-            else "at the first target forward that serves a request")
+    conv = ctx.served.convention
+    if conv is not None and f in (r.failure for r in conv.refuses):  # the draft itself, whatever its ids
+        what = (f"{ctx.eng} raises {f.error}: {f.message} at config validation, before it loads the target or sets "
+                f"any capture layer: it refuses this draft whatever its ids ({f.source}).")
+    else:
+        ids = f"ids {list(w.ids)}" if w.ids is not None else "its default ids"
+        when = ("at start-up, while it sets the capture layers" if f.at == "start-up"
+                else "at the first target forward that serves a request")
+        what = (f"{ctx.eng} raises {f.error}: {f.message} {when}: with {ids} it is asked to capture indices "
+                f"{list(w.capture_indices)} ({f.source}).")
     yield Finding(
-        "ENGINE_CRASH", "error", None,
-        f"{ctx.eng} raises {f.error}: {f.message} {when}: with {ids} it is asked to capture indices "
-        f"{list(w.capture_indices)} ({f.source}).",
+        "ENGINE_CRASH", "error", None, what,
         "The server does not come up." if f.at == "start-up" else
         "Speculative decoding fails on every request (the target forward raises before the draft runs).",
         FIX_REF)

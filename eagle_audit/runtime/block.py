@@ -23,7 +23,8 @@ DSpark (SpecForge 0.2.0 ``modeling/draft/dspark.py`` ``DSparkDraftModel``): the 
 whose logit bias for a drafted token depends on the token before it (``markov_w2(markov_w1[prev])``; ``gated``:
 times ``sigmoid(gate_proj(cat(h, markov_w1[prev])))``; ``rnn``: a recurrent state over the block's drafted tokens, from zeros,
 ``markov_w2(tanh(out))``). The fingerprint scores the block's first drafted token with it (:meth:`DFlashDraft.logits`
-``prev_ids``): its previous token is the anchor, known. :meth:`MarkovHead.step` is the head at any position (the
+``prev_ids``) on the row the engines draft it from (:attr:`DFlashArch.first_draft_row`): its previous token is the
+anchor, known. :meth:`MarkovHead.step` is the head at any position (the
 state it carries to the next one), which drafting a whole block sequentially needs
 (:mod:`eagle_audit.simulate.block`, as SGLang 0.5.23 ``dspark_draft.py`` ``draft_markov_block`` runs it).
 ``sample_from_anchor`` (top-level config key, default true in both engines) says which block rows draft: true, row
@@ -82,6 +83,21 @@ class DFlashArch(LayerShape):
     #: False: row i (1..) predicts a+i, as DFlash
     sample_from_anchor: bool = False
     notes: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def first_draft_row(self) -> int:
+        """The block row the engines draft the first token from: 0 (the anchor's) for a DSpark draft sampling from
+        the anchor (SGLang 0.5.23 ``dspark_draft.py:656-664``, vLLM 0.33.0 ``dflash/speculator.py:781-788``; what
+        SpecForge 0.2.0's DSpark loss supervises: ``dflash_family_model.py:764-767``), else 1 (DFlash; DSpark
+        ``sample_from_anchor`` false: ``dspark_draft.py:88-107``). Its previous token is the anchor either way."""
+        return 0 if self.sample_from_anchor else 1
+
+    @property
+    def engine_block(self) -> int:
+        """Tokens of the engines' block, [anchor, masks]: ``block_size``, one more for a DSpark draft not sampling
+        from the anchor (its gamma = ``block_size`` drafts sit on rows 1..gamma: SGLang ``dspark_draft.py:351``,
+        vLLM ``dspark/speculator.py:52-55``)."""
+        return self.block_size + (1 if self.dspark and not self.sample_from_anchor else 0)
 
 
 def _value(cfg: Mapping[str, Any], name: str, default=None):
@@ -339,16 +355,19 @@ class DFlashDraft(nn.Module):
     def first_hidden(self, input_ids: torch.Tensor, hidden: torch.Tensor | None, projected: bool = True) -> torch.Tensor:
         """The fingerprint scorer's view, position for position as the EAGLE-3 step 0: at position t of a case,
         the block anchored at t+1 (token ``input_ids[:, t]`` = x[t+1]; context: the states at positions 0..t),
-        and the final-normed hidden of its first drafted token (which predicts x[t+2]) [B, T, H]. ``hidden``
+        and the final-normed hidden of its first drafted token (which predicts x[t+2]) [B, T, H]: the engines'
+        block (:attr:`DFlashArch.engine_block` tokens) and the row they draft it from
+        (:attr:`DFlashArch.first_draft_row`: the anchor's for a DSpark draft sampling from it). ``hidden``
         [B, T, H]: fc's output (``projected``) or the concatenated slot states [B, T, n*H_t]; None: no context
         (the draft fed no target information)."""
         B, T = input_ids.shape
-        bs = self.arch.block_size
-        block = torch.full((B, T, bs), self.arch.mask_token_id, dtype=torch.long, device=input_ids.device)
+        a = self.arch
+        block = torch.full((B, T, a.engine_block), a.mask_token_id, dtype=torch.long, device=input_ids.device)
         block[..., 0] = input_ids
         anchors = torch.arange(1, T + 1, device=input_ids.device).expand(B, T)
         ctx = self.context(hidden.to(self.norm.weight.dtype), projected) if hidden is not None else None
-        return self.blocks(ctx, block, anchors, last_rows=slice(1, 2))[:, :, 0]
+        row = a.first_draft_row
+        return self.blocks(ctx, block, anchors, last_rows=slice(row, row + 1))[:, :, 0]
 
     def forward(self, input_ids: torch.Tensor, hidden: torch.Tensor | None, positions: torch.Tensor | None = None,
                 projected: bool = True) -> BlockStep:

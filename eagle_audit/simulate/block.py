@@ -111,7 +111,7 @@ def dspark_drafts(draft, ids: Sequence[int], caps: dict[State, torch.Tensor], st
     L = len(ids)
     x = torch.tensor([list(ids)], device=dev)
     ctx = draft.context(_slots(caps, states)[None].to(dev, dt))  # [1, L, H]
-    first = 0 if a.sample_from_anchor else 1
+    first = a.first_draft_row  # the row of the first draft: the anchor's when sampling from it (as the fingerprint)
     bs = steps + first  # block rows: the anchor's row drafts too when sampling from it
     head = draft.markov_head
     out: list[list[int]] = [[] for _ in range(steps)]

@@ -162,6 +162,20 @@ def test_sglang_ignores_dspark_config_target_layer_ids(config_only_target, block
     assert [s.label() for s in r.fix.resolved] == ["B4", "B21", "B31"]
 
 
+def test_a_draft_the_v1_runner_refuses_stops_at_config_validation(config_only_target, block_draft, audit):
+    """probes/vllm-v1-dflash.json ``refuses``: the V1 runner refuses a DSpark draft in VllmConfig's validation, before
+    it loads the target: the finding says so, not that it crashed setting capture layers; an id crash keeps its
+    wording."""
+    target = config_only_target("Qwen3ForCausalLM", 36, "qwen3")
+    r = static(audit, target, block_draft(3, architectures=["Qwen3DSparkModel"], markov_rank=8), "vllm-v1")
+    crash = next(f for f in r.findings if f.code == "ENGINE_CRASH")
+    assert "Model Runner V1 does not support: dspark speculative decoding at config validation" in crash.what
+    assert "whatever its ids" in crash.what and "capture layers" not in crash.what.split("(")[0]
+    r = static(audit, target, block_draft(3, dflash_config={"target_layer_ids": [-1, 17, 33]}), "sglang")
+    crash = next(f for f in r.findings if f.code == "ENGINE_CRASH")
+    assert "at start-up, while it sets the capture layers" in crash.what and "config validation" not in crash.what
+
+
 def test_vllm_reads_dspark_ids_verbatim_for_deepseek_v41_only(config_only_target, block_draft, audit):
     target = config_only_target("LlamaForCausalLM", 36, "llama")
     for model_type, served in (("deepseek_v41", ["B1", "B17", "B33"]), ("qwen3", ["B2", "B18", "B34"])):

@@ -6,9 +6,10 @@ on one random-weight tiny draft and random target states:
   call of ``dflash_generate`` (one block after the context, the target's embedding through
   ``_raw_input_embeddings`` with ``input_embedding_scale``, ``compute_logits`` with ``output_multiplier`` and
   softcapping), bidirectional and ``is_causal`` blocks;
-* SpecForge 0.2.0 DSpark (``modeling/draft/dspark.py`` ``DSparkDraftModel``, each Markov head kind): the block
-  forward and ``markov_head.sample_block_tokens``'s corrected logits of the first drafted token, as
-  ``_sample_draft_tokens`` calls them at inference;
+* SpecForge 0.2.0 DSpark (``modeling/draft/dspark.py`` ``DSparkDraftModel``, each Markov head kind): the
+  fingerprint's first drafted token against the row ``OnlineDSparkModel.forward`` trains for it (the anchor's, the
+  row both engines draft it from by default), and the block forward and ``markov_head.sample_block_tokens``'s
+  corrected logits of the mask rows, as ``_sample_draft_tokens`` calls them in ``spec_generate``;
 * SpecForge 0.2.0: ``OnlineDFlashModel._forward_draft_blocks`` (``algorithms/common/dflash_family_model.py``, its
   training forward: many anchors in one pass, its own anchor sampling and sdpa mask) on its own
   ``DFlashDraftModel`` (``modeling/draft/dflash.py``).
@@ -18,6 +19,7 @@ Logits (and hidden states) equal to 1e-5; a control draft with one weight pertur
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -172,7 +174,16 @@ def test_specforge_training_forward_equals_ours(specforge, tmp_path):
 
 @pytest.mark.parametrize("head", ["vanilla", "gated", "rnn"])
 def test_specforge_dspark_first_token_equals_ours(specforge, tmp_path, head):
+    """The fingerprint's DSpark first token (``mine(ids, states)``, the scorer's view) is the row SpecForge's own DSpark
+    loss trains for it and both engines draft it from by default (``sample_from_anchor`` absent: true): row 0, the
+    anchor's, its Markov previous token the anchor (``OnlineDSparkModel.forward``: labels at anchor + 1..B,
+    ``dflash_family_model.py:764-767``, previous tokens [anchor, labels...], ``:1094-1097``). The trainer's whole
+    forward runs with one supervised anchor and one supervised label, so its loss is that row's cross-entropy on the
+    label; every label of the vocabulary gives its log-softmax. Control: the same weights drafting from the mask rows
+    (``sample_from_anchor`` false) differ. ``spec_generate``'s call (rows 1..B-1, the anchor as the Markov head's
+    first previous token) still equals :meth:`blocks` + :meth:`logits` on row 1."""
     dspark = specforge["specforge.modeling.draft.dspark"]
+    fam = specforge["specforge.algorithms.common.dflash_family_model"]
     bs = 4
     cfg = qwen3_config(layers=1, block=bs, ids=(0, 3), markov_rank=8, markov_head_type=head)
     cfg.architectures = ["DSparkDraftModel"]
@@ -185,18 +196,45 @@ def test_specforge_dspark_first_token_equals_ours(specforge, tmp_path, head):
     spec = read_draft(str(tmp_path / "ds"))
     assert spec.kind == "dspark"
     mine = ours(tmp_path / "ds", embed, head_w)
+    assert mine.arch.sample_from_anchor and mine.arch.first_draft_row == 0 and mine.arch.engine_block == bs
     g = torch.Generator().manual_seed(9)
-    S = 9
-    states = torch.randn(1, S, 2 * H, generator=g)
-    block = torch.tensor([[17] + [MASK] * (bs - 1)])
+    S = 9  # the anchor's position: context = the states at 0..S-1
+    states = torch.randn(1, S + 2, 2 * H, generator=g)
+    ids = torch.randint(0, VOCAB, (1, S + 2), generator=g)
+    ids[0, S] = 17  # the anchor token
+    # the trainer: one valid anchor (S: loss_mask at S and S+1), one label (S+1), its loss = CE of row 0 on it
+    online = fam.OnlineDSparkModel(model, target.lm_head, target.embed_tokens, MASK, block_size=bs,
+                                   attention_backend="sdpa", num_anchors=4, dspark_ce_loss_alpha=1.0,
+                                   dspark_l1_loss_alpha=0.0, dspark_confidence_head_alpha=0.0)
+    loss_mask = torch.zeros(1, S + 2)
+    loss_mask[0, S:] = 1
+    trainer = torch.empty(VOCAB)
     with torch.inference_mode():
-        hidden = model(target_hidden=states, noise_embedding=target.embed_tokens(block),
-                       position_ids=torch.arange(S + bs)[None], is_causal=False)  # spec_generate's call
+        for label in range(VOCAB):
+            ids[0, S + 1] = label
+            trainer[label] = -online(ids, states, loss_mask)[0]  # log p(label) of the first draft, as trained
+        scored = mine(ids[:, 1:], mine.project(states[:, :-1]), projected=True).logits  # position t: anchor t+1
+        first = torch.log_softmax(scored[0, S - 1], -1)  # [V]: the block anchored at S
+    assert (first - trainer).abs().max() < 1e-5, float((first - trainer).abs().max())
+    fill_in = build_dflash_draft(dataclasses.replace(mine.arch, sample_from_anchor=False), read_weights(tmp_path / "ds"),
+                                 embed, head_w, str(tmp_path / "ds"))
+    assert fill_in.arch.first_draft_row == 1 and fill_in.arch.engine_block == bs + 1  # [bonus, mask x gamma]
+    with torch.inference_mode():
+        other = torch.log_softmax(fill_in(ids[:, 1:], fill_in.project(states[:, :-1]), projected=True).logits[0, S - 1], -1)
+    assert (other - trainer).abs().max() > 1e-2  # the mask rows are another prediction
+    # spec_generate (modeling/draft/dflash.py:525, dspark.py:334-341): rows 1..B-1 of a B-token block
+    block = torch.tensor([[17] + [MASK] * (bs - 1)])
+    ctx_states = states[:, :S]
+    with torch.inference_mode():
+        hidden = model(target_hidden=ctx_states, noise_embedding=target.embed_tokens(block),
+                       position_ids=torch.arange(S + bs)[None], is_causal=False)
         proposal = hidden[:, -bs + 1:, :]
         _, corrected = model.markov_head.sample_block_tokens(target.lm_head(proposal), first_prev_token_ids=block[:, 0],
                                                              hidden_states=proposal)
-        h = mine.blocks(mine.context(states), block[:, None], torch.tensor([[S]]))[:, 0]  # [1, bs, H]
-        first = mine.logits(h[:, 1], block[:, 0])  # [1, V]
-        bare = mine.logits(h[:, 1], block[:, 0]) - mine.markov_head.first_bias(block[:, 0], h[:, 1])
-    assert (first - corrected[:, 0]).abs().max() < 1e-5
+        h = mine.blocks(mine.context(ctx_states), block[:, None], torch.tensor([[S]]))[:, 0]  # [1, bs, H]
+        row1 = mine.logits(h[:, 1], block[:, 0])  # [1, V]
+        bare = row1 - mine.markov_head.first_bias(block[:, 0], h[:, 1])
+        row0 = mine.logits(h[:, 0], block[:, 0])
+    assert (row1 - corrected[:, 0]).abs().max() < 1e-5
     assert (bare - corrected[:, 0]).abs().max() > 1e-3  # the Markov bias matters at this size
+    assert (torch.log_softmax(row0[0], -1) - first).abs().max() < 1e-5  # the scorer's row 0 is this block's row 0
