@@ -11,16 +11,10 @@ prompts, 24 new tokens): the plumbing and the row, not the interval's resolution
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "accept"))  # dspark_canary.py
-
-from dspark_canary import boundaries, train_dspark_canary  # noqa: E402
-
-from eagle_audit.states import State  # noqa: E402
+from eagle_audit.states import State
+from tests.accept.dspark_canary import boundaries, train_dspark_canary
 
 pytestmark = pytest.mark.full
 
