@@ -52,24 +52,52 @@ def units_of(seq: torch.Tensor, pos: torch.Tensor | None = None, min_units: int 
     return torch.unique(out, return_inverse=True)[1]
 
 
-@lru_cache(maxsize=4096)  # the estimators scan every df up to 400 (beyond: normal); a smaller cache thrashed
+def _beta_cf(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularised incomplete beta function (modified Lentz's method)."""
+    tiny, c, d = 1e-300, 1.0, 1.0 - (a + b) * x / (a + 1)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    out = d
+    for m in range(1, 400):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            out *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return out
+
+
+def _beta_reg(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularised incomplete beta function."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1) / (a + b + 2):
+        return front * _beta_cf(a, b, x) / a
+    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
+
+
+def t_cdf(x: float, df: int) -> float:
+    """Student's t CDF at ``x`` >= 0: 1 - I_{df / (df + x^2)}(df / 2, 1 / 2) / 2."""
+    return 1.0 - 0.5 * _beta_reg(df / 2, 0.5, df / (df + x * x))
+
+
+@lru_cache(maxsize=4096)  # the estimators scan every df up to 400 (beyond: normal)
 def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile (``p`` > 0.5), by bisection of its CDF (Simpson's rule on the density; no scipy)."""
+    """Student's t quantile (``p`` > 0.5), by bisection of its CDF (:func:`t_cdf`, the incomplete beta function;
+    no scipy). A CDF by Simpson's rule on the density (2,000 points) took 9 s for the 400 dfs a slot's estimate
+    of more text scans; this one agrees with it to 1e-9 (tests/fingerprint/test_fingerprint_intervals.py)."""
     if df >= 400:
         return NormalDist().inv_cdf(p)
-    c = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
-
-    def cdf(x: float, n: int = 2000) -> float:
-        h = x / n
-        f = [c * (1 + (k * h) ** 2 / df) ** (-(df + 1) / 2) for k in range(n + 1)]
-        return 0.5 + h / 3 * (f[0] + f[-1] + 4 * sum(f[1:-1:2]) + 2 * sum(f[2:-1:2]))
-
     lo, hi = 0.0, 1.0
-    while cdf(hi) < p:
+    while t_cdf(hi, df) < p:
         lo, hi = hi, hi * 2
     for _ in range(60):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+        lo, hi = (mid, hi) if t_cdf(mid, df) < p else (lo, mid)
     return (lo + hi) / 2
 
 

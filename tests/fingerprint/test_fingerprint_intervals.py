@@ -113,3 +113,13 @@ def test_the_tokens_an_estimate_names_separate_as_often_as_it_says():
     made, true = estimate_comes_true(0.3)
     assert made >= 100
     assert true / made >= 0.75, (true, made)
+
+
+def test_t_quantile_matches_the_tables():
+    """Student's t quantiles by the incomplete beta function (intervals.t_cdf): the printed tables' values."""
+    from eagle_audit.fingerprint.intervals import t_cdf, t_quantile
+
+    for p, df, want in ((0.975, 1, 12.706205), (0.995, 7, 3.499483), (0.975, 10, 2.228139), (0.995, 30, 2.749996),
+                        (0.95, 4, 2.131847), (0.9, 60, 1.295821)):
+        assert abs(t_quantile(p, df) - want) < 5e-6, (p, df, t_quantile(p, df))
+    assert abs(t_cdf(0.0, 5) - 0.5) < 1e-12 and abs(t_cdf(2.570582, 5) - 0.975) < 1e-6
