@@ -123,8 +123,8 @@ def test_the_confirmation_judges_a_dflash_draft_in_simulated_accept_length(smoll
     from eagle_audit.prompts import encode, load_prompts
 
     ids = lambda sl: tuple(map(tuple, encode(load_prompts(None)[sl], smollm2.tokenizer)))  # noqa: E731
-    opts = FingerprintOptions(target=smollm2_path, draft=str(dflash_canary["2-15-27"]), prompt_ids=ids(slice(8, 12)),
-                              confirm_prompt_ids=ids(slice(12, 16)), max_new_tokens=48, use_installed_engine=False)
+    opts = FingerprintOptions(target=smollm2_path, draft=str(dflash_canary["2-15-27"]), prompt_ids=ids(slice(8, 10)),
+                              confirm_prompt_ids=ids(slice(12, 14)), max_new_tokens=32, use_installed_engine=False)
     res = run_fingerprint(opts, source=smollm2)
     c = res.confirmation
     assert c is not None and c.steps == 3, res.provenance
