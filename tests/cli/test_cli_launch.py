@@ -61,3 +61,24 @@ def test_bad_engines_are_one_line(tmp_path):
     assert len(res.output.strip().splitlines()) <= 3
     res = _run("-d", tmp_path / "nothing")
     assert res.exit_code == 2 and "Traceback" not in res.output
+
+
+def test_block_drafts_get_their_algorithm(tmp_path):
+    """A DFlash draft: SGLang's line runs DFLASH on the draft's block, vLLM's method dflash (never EAGLE-3)."""
+    import torch
+    from safetensors.torch import save_file
+
+    d = tmp_path / "dflash"
+    d.mkdir()
+    (d / "config.json").write_text(json.dumps({
+        "architectures": ["DFlashDraftModel"], "model_type": "qwen3", "num_hidden_layers": 1, "hidden_size": 32,
+        "intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512,
+        "rms_norm_eps": 1e-6, "dflash_config": {"target_layer_ids": [1, 14, 26], "mask_token_id": 4, "block_size": 8}}))
+    save_file({"fc.weight": torch.zeros(32, 3 * 32), "hidden_norm.weight": torch.ones(32), "norm.weight": torch.ones(32)},
+              str(d / "model.safetensors"))
+    _, by = _lines(_run("-d", d, "--engines", "sglang,vllm", "--json", "-"))
+    sg = by["sglang"]["speculative"]["argv"]
+    assert sg[sg.index("--speculative-algorithm") + 1] == "DFLASH" and "EAGLE3" not in sg
+    assert sg[sg.index("--speculative-num-draft-tokens") + 1] == "8" and "--speculative-num-steps" not in sg
+    vl = by["vllm"]["speculative"]["argv"]
+    assert json.loads(vl[vl.index("--speculative-config") + 1])["method"] == "dflash"

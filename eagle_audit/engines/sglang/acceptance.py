@@ -81,7 +81,8 @@ def read_acceptance(http_: Http, prompts: Sequence[Sequence[int]], max_new: int,
             raise ServerError(f"{said}, although it runs {short(algorithm, 40)} ({short(frontend, 20)} frontend): "
                               "it reports no per-request acceptance")
         raise ServerError(f"{said}: speculative decoding is off on this server",
-                          hint="start it with --speculative-algorithm EAGLE3 --speculative-draft-model-path DRAFT")
+                          hint="start it with the speculative line `eagle-audit launch` prints (--speculative-algorithm "
+                               "EAGLE3, DFLASH or DSPARK by the draft's kind)")
     info = _server_info(http_)
     lifetime = _sglang_lifetime(info)
     drafting = {k: info[f"speculative_{k}"] for k in ("algorithm", "num_steps", "eagle_topk", "num_draft_tokens")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from ...conventions import Convention, get_convention
+from ...errors import AuditError
 from ...states import State
 from ..launch import Capture, Launch, TargetShape
 
@@ -117,11 +118,57 @@ def sglang_reference(target: TargetShape, wanted: Sequence[State] | None = None,
     return Launch("reference", _sglang_argv(target.path, ids, port), cap, tuple(notes), missing)
 
 
-def sglang_speculative(target: str, draft: str, num_steps: int = 3, port: int = PORT) -> Launch:
-    """SGLang serving the draft with EAGLE-3 chain speculative decoding: what `accept-rate --server` measures
-    (docs/server.md, "How to start each engine"; ``--speculative-eagle-topk 1`` forces num_draft_tokens to
-    num_steps + 1, arg_groups/speculative_hook.py)."""
-    argv = ("python", "-m", "sglang.launch_server", "--model-path", target, "--speculative-algorithm", "EAGLE3",
-            "--speculative-draft-model-path", draft, "--speculative-num-steps", str(num_steps),
-            "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", str(num_steps + 1), "--port", str(port))
-    return Launch("speculative", argv, None)
+#: draft kind -> SGLang's --speculative-algorithm (``srt/speculative/spec_info.py:39-43`` SpeculativeAlgorithm,
+#: upper case): EAGLE3 loads a DFlash or DSpark draft (``models/dflash.py:671``, ``models/dspark.py:967``) under the
+#: EAGLE worker, whose ``init_lm_head`` calls ``set_embed`` on it (``speculative/eagle_worker_v2.py:352-363``), a
+#: method neither class has: refused at start-up
+ALGORITHMS = {"dflash": "DFLASH", "dspark": "DSPARK"}
+
+
+def sglang_speculative(target: str, draft: str, num_steps: int = 3, port: int = PORT,
+                       draft_config: Mapping[str, Any] | None = None) -> Launch:
+    """SGLang serving the draft with speculative decoding: what `accept-rate --server` measures (docs/server.md,
+    "How to start each engine"). The algorithm follows the draft's kind (:data:`ALGORITHMS`, else ``EAGLE3``;
+    ``draft_config`` defaults to the draft directory's ``config.json``). EAGLE-3: a chain, ``--speculative-eagle-topk
+    1`` with ``num_steps + 1`` draft tokens (topk 1 forces that count, ``arg_groups/speculative_hook.py:1255-1266``).
+    A block draft gets no ``--speculative-num-steps`` / ``--speculative-eagle-topk``: SGLang forces both to 1 for
+    DFLASH and DSPARK (``:336-377``, ``:757-794``). DFLASH verifies ``--speculative-num-draft-tokens`` = the draft's
+    ``block_size`` (what SGLang infers from the draft config when the flag is absent, ``:389-423``, 16 when the
+    draft declares none); DSPARK's is left to SGLang, which takes the draft's gamma + 1 (``:798-850``) and refuses
+    any other count (``:826-836``)."""
+    from ...draft.block import read_block
+    from ...kinds import detect
+    from ..vllm.launch import _draft_config
+
+    cfg = _draft_config(draft) if draft_config is None else draft_config
+    kind = detect(cfg)
+    algorithm = ALGORITHMS.get(kind.name, "EAGLE3")
+    argv = ["python", "-m", "sglang.launch_server", "--model-path", target, "--speculative-algorithm", algorithm,
+            "--speculative-draft-model-path", draft]
+    notes = []
+    if algorithm == "EAGLE3":
+        argv += ["--speculative-num-steps", str(num_steps), "--speculative-eagle-topk", "1",
+                 "--speculative-num-draft-tokens", str(num_steps + 1)]
+    else:
+        try:
+            block = read_block(cfg, str(draft))
+        except AuditError:
+            block = None
+        size = block.block_size if block is not None else None
+        if algorithm == "DSPARK":
+            notes.append("--speculative-num-draft-tokens left to SGLang: a DSpark draft's is its gamma + 1, read from "
+                         "the draft config (arg_groups/speculative_hook.py:798-836; 8 when it declares none, :815-822); "
+                         "num_steps and topk are 1 (:757-794)")
+        elif size is not None and size > 1:
+            argv += ["--speculative-num-draft-tokens", str(size)]
+            if size - 1 != num_steps:
+                notes.append(f"--speculative-num-draft-tokens {size}: the draft's block_size (SGLang verifies "
+                             f"[bonus, {size - 1} drafts]); not {num_steps} steps (SGLang forces num_steps to 1 for "
+                             "DFLASH, arg_groups/speculative_hook.py:336-348)")
+        else:
+            argv += ["--speculative-num-draft-tokens", str(num_steps + 1)]
+            notes.append(f"the draft declares no block_size: --speculative-num-draft-tokens {num_steps + 1} (SGLang "
+                         "would take 16, arg_groups/speculative_hook.py:415-421; give the block the draft was "
+                         "trained on)")
+    argv += ["--port", str(port)]
+    return Launch("speculative", tuple(argv), None, tuple(notes))
