@@ -5,7 +5,7 @@ prompts are read from the package's data file and rendered with the tokenizer's 
 ``eagle-audit accept-rate`` does with its built-in prompts.
 
     python -m bench.speed.accept_floor TARGET_DIR [--max-prompts 8] [--max-new-tokens 128] [--no-cudnn]
-        [--dtype auto] [--no-generate]
+        [--dtype auto] [--no-generate] [--first-prompt 0] [--block-draft DIR]
 
 ``--no-cudnn``: decode with the flash / memory-efficient / math attention kernels only, as eagle-audit's
 decode loops do (``source/forwards.py`` ``decode_attention``). ``--dtype``: the weights' dtype; ``auto``
@@ -13,6 +13,14 @@ decode loops do (``source/forwards.py`` ``decode_attention``). ``--dtype``: the 
 GPU), so the floor does the same arithmetic (until issue 29 it loaded bfloat16 everywhere: on a CPU with
 AVX512-BF16 that floor computed other, faster arithmetic than eagle-audit's float32). ``--no-generate``: the
 prompts alone, teacher-forced (the floor of ``eagle-audit layers``). Prints one JSON line of phase times.
+
+``--block-draft DIR`` (issue 34, the floor of ``accept-rate`` on a DFlash draft): after the teacher-forced pass,
+the draft's block forward at every anchor of every prompt + continuation, once, on the trained slots
+(``dflash_config.target_layer_ids``: ``hidden_states[id + 1]``), as ``eagle_audit/simulate/block.py``
+``block_drafts`` runs it (blocks ``[x_a, mask x (B-1)]``, 64 anchors a forward, argmax of the target's head),
+and the greedy verify walk; the one eagle_audit import is the block forward itself
+(``eagle_audit/runtime/block.py``), built from the config here. ``--first-prompt``: skip that many built-in
+prompts (the DFlash canary's training prompts are built-in 9-12: ``--first-prompt 8 --max-prompts 4``).
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ def main() -> None:
     ap.add_argument("--no-cudnn", action="store_true")
     ap.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16"))
     ap.add_argument("--no-generate", action="store_true")
+    ap.add_argument("--first-prompt", type=int, default=0)
+    ap.add_argument("--block-draft", default=None)
     args = ap.parse_args()
     phases = {"imports_s": time.perf_counter() - T0}
 
@@ -51,7 +61,8 @@ def main() -> None:
                                                               device_map={"": args.device}).eval()
     phases["load_s"] = time.perf_counter() - t
 
-    rows = [json.loads(line) for line in PROMPTS.read_text().splitlines() if line.strip()][: args.max_prompts]
+    rows = [json.loads(line) for line in PROMPTS.read_text().splitlines() if line.strip()][
+        args.first_prompt: args.first_prompt + args.max_prompts]
     ids = []
     for r in rows:
         msgs = r.get("messages") or [{"role": "user", "content": r.get("text") or r.get("prompt")}]
@@ -79,16 +90,78 @@ def main() -> None:
 
     t = time.perf_counter()
     states = 0
+    seqs, caps = [], []
     with torch.inference_mode():
         for p, row in zip(ids, out):
             seq = p + [int(v) for v in row[w:]]
+            if args.block_draft:  # the continuation up to its first EOS, as eagle-audit's cases
+                cont = seq[len(p):]
+                cut = next((i + 1 for i, v in enumerate(cont) if v in eos), len(cont))
+                seq = p + cont[:cut]
             hs = model(input_ids=torch.tensor([seq], device=args.device), output_hidden_states=True).hidden_states
             states += len(hs)
+            if args.block_draft:
+                seqs.append((len(p), seq))
+                caps.append(hs)
     torch.cuda.synchronize() if args.device.startswith("cuda") else None
     phases["teacher_forced_s"] = time.perf_counter() - t
+    extra = {}
+    if args.block_draft:
+        t = time.perf_counter()
+        extra = _block_floor(args.block_draft, model, seqs, caps, dtype)
+        phases["block_forwards_s"] = time.perf_counter() - t
     phases["total_in_process_s"] = time.perf_counter() - T0
     print(json.dumps({k: round(v, 3) for k, v in phases.items()} | {"new_tokens": int(out.shape[1] - w),
-                                                                      "hidden_states": states}), flush=True)
+                                                                      "hidden_states": states} | extra), flush=True)
+
+
+def _block_floor(path, model, seqs, caps, dtype) -> dict:
+    """The DFlash draft at ``path``: its block forward at every anchor of every sequence, the greedy walk; the
+    accept length (a check that this is the work ``accept-rate`` does: it must equal its trained figure)."""
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+
+    from eagle_audit.runtime.arch import rope_params
+    from eagle_audit.runtime.block import DFlashArch, build_dflash_draft
+
+    cfg = json.loads((Path(path) / "config.json").read_text())
+    dc = cfg["dflash_config"]
+    layer_ids, H = dc["target_layer_ids"], cfg["hidden_size"]
+    theta, rope, _ = rope_params(cfg, ("linear", "llama3", "yarn"))
+    arch = DFlashArch(hidden_size=H, target_hidden_size=model.config.hidden_size, num_aux=len(layer_ids),
+                      num_layers=cfg["num_hidden_layers"], num_heads=cfg["num_attention_heads"],
+                      num_kv_heads=cfg["num_key_value_heads"], head_dim=cfg["head_dim"],
+                      intermediate_size=cfg["intermediate_size"], eps=cfg["rms_norm_eps"], rope_theta=theta,
+                      block_size=dc["block_size"], mask_token_id=dc["mask_token_id"], rope=rope)
+    embed = model.get_input_embeddings().weight.detach()
+    head = model.get_output_embeddings().weight.detach()
+    draft = build_dflash_draft(arch, load_file(str(Path(path) / "model.safetensors")), embed, head, path,
+                               getattr(torch, dtype))
+    bs, steps, gains = arch.block_size, arch.block_size - 1, []
+    with torch.inference_mode():
+        for (plen, seq), hs in zip(seqs, caps):
+            L = len(seq)
+            x = torch.tensor(seq, device=draft.device)
+            ctx = draft.context(torch.cat([hs[i + 1][0] for i in layer_ids], dim=-1)[None])  # [1, L, H]
+            drafts = [[] for _ in range(steps)]
+            for start in range(1, L, 64):
+                anchors = torch.arange(start, min(L, start + 64), device=draft.device)[None]
+                block = torch.full((1, anchors.shape[1], bs), arch.mask_token_id, dtype=torch.long,
+                                   device=draft.device)
+                block[..., 0] = x[anchors[0]]
+                picked = draft.logits(draft.blocks(ctx, block, anchors, last_rows=slice(1, bs))).argmax(-1)[0]
+                for j in range(steps):
+                    drafts[j].extend(picked[:, j].tolist())
+            a = plen
+            while a < L - 1:  # the greedy verify walk (simulate/accept.py walk)
+                n = 0
+                while n < steps and a + n + 1 <= L - 1 and drafts[n][a - 1] == seq[a + n + 1]:
+                    n += 1
+                g = min(n + 1, L - 1 - a)
+                gains.append(g)
+                a += g
+    return {"verifies": len(gains), "accept_length": round(sum(gains) / max(len(gains), 1), 4)}
 
 
 def _null():

@@ -3,7 +3,7 @@
 Runs the CLI in this process (its arguments after ``--``) with CPU and wall timers around the library's phases:
 the target's load (``target.load_target``), the batched greedy generation (``source/forwards.py``
 ``greedy_generate_batch``), the teacher-forced capture (``capture.capture_states``) and the draft simulations
-(``simulate/accept.py`` ``simulate``). ``imports_cpu_s`` is the CPU until the CLI runs (its modules; torch and
+(``simulate/wiring.py`` ``simulate``: chain, tree or block). ``imports_cpu_s`` is the CPU until the CLI runs (its modules; torch and
 transformers come later, inside the load and the rest); ``rest_cpu_s`` the total less the phases and those
 imports (torch's import, configs, the draft, conventions, rendering). Compare with ``accept_floor.py``'s phases
 (its ``--dtype auto`` follows eagle-audit's: float32 on the CPU). The record is written when the CLI exits.
@@ -25,7 +25,7 @@ import sys  # noqa: E402
 PHASES = {"load": ("eagle_audit.target", "load_target"),
           "generate": ("eagle_audit.source.forwards", "greedy_generate_batch"),
           "capture": ("eagle_audit.capture", "capture_states"),
-          "simulate": ("eagle_audit.simulate.accept", "simulate")}
+          "simulate": ("eagle_audit.simulate.wiring", "simulate")}  # chain, tree or block
 #: modules that import a phase's function by name at their top: the timed one is put there too
 USERS = {"simulate": ("eagle_audit.accept.run",)}
 acc: dict[str, list[float]] = {}

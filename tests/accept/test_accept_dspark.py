@@ -98,3 +98,17 @@ def test_accept_rate_on_a_dspark_draft(tiny_target, tiny_target_dir, dspark_dir,
     ref = stats_from_gains(gains, BLOCK, cases)
     assert trained.gains == ref.gains and trained.accept_length == pytest.approx(ref.accept_length)
     assert trained.accept_length > 2.5 and trained.per_position[2] > 0.3, trained  # the chained bias drafts on
+
+
+def test_served_equal_to_trained_is_simulated_once(tiny_target_dir, dspark_dir, monkeypatch):
+    """Served = trained (same states, same model): one simulation, the same figures on both sides (issue 34 item 5:
+    the second, identical block simulation was 1.4 s of the DFlash canary's 23 s)."""
+    import eagle_audit.accept.run as run
+
+    calls = []
+    real = run.simulate
+    monkeypatch.setattr(run, "simulate", lambda *a, **k: calls.append(a[3]) or real(*a, **k))
+    result = accept_rate(tiny_target_dir, dspark_dir, prompt_ids=PROMPTS[:2], max_new_tokens=8,
+                         use_installed_engine=False)
+    assert result.trained.states == result.served.states and len(calls) == 1
+    assert result.stats["served"] == result.stats["trained"] and result.verdict == "match"
