@@ -25,6 +25,9 @@ class DraftKind:
     #: proposes a block of mask-token positions per forward, with the target's states as context
     #: (eagle_audit/runtime/block.py); else a chain/tree of one token per draft forward (EAGLE-3)
     block: bool = False
+    #: a block draft whose block is drafted token by token, each draft from the one before (DSpark: through its
+    #: Markov head, if any, from the anchor's row when ``sample_from_anchor``); else every draft in one pass (DFlash)
+    token_by_token: bool = False
     #: accept-rate simulates its drafting (and so check's accept stage and the fingerprint's confirmation run)
     simulated: bool = True
     #: test-time-training steps apply (the draft is unrolled on its own predictions in training)
@@ -58,7 +61,7 @@ def _dflash(config: Mapping[str, Any]) -> bool:
 
 #: every kind, by name, in detection order (the fallback last)
 KINDS: dict[str, DraftKind] = {k.name: k for k in (
-    DraftKind("dspark", "DSpark", _dspark, block=True,
+    DraftKind("dspark", "DSpark", _dspark, block=True, token_by_token=True,
               trainer_by_layout={"dflash": "specforge-dflash", "speculators": "speculators-dflash"},
               conventions={"sglang": "sglang-dspark", "vllm": "vllm-dflash", "vllm-v1": "vllm-v1-dflash",
                            "specforge": "specforge-dflash", "speculators": "speculators-dflash"}),

@@ -141,7 +141,7 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
         raise BadCheckpoint(f"{where}: draft hidden size {H} differs from the target's {target_hidden}: a DFlash "
                             "draft embeds with the target's embedding and predicts with its lm_head")
     markov, rank = None, int(_value(cfg, "markov_rank", 0) or 0)
-    dspark = spec.kind == "dspark"
+    dspark = spec.draft_kind.token_by_token
     if dspark and rank > 0:
         markov = str(_value(cfg, "markov_head_type", "vanilla")).lower()
         if markov not in MARKOV_KINDS:

@@ -11,8 +11,15 @@ on continuations built to accept a known number of drafts each round (tests/acce
 
 * vLLM 0.33.0's verify (``v1/worker/gpu/spec_decode/rejection_sampler_utils.py`` ``rejection_sample``, Triton only,
   under the interpreter: tests/accept/vllm_block_accept.py) on the same rounds' blocks, DFlash's and DSpark's, walks
-  the same rounds. vLLM's DSpark drafting loop (``dspark/speculator.py:156-209``) is not executed: its Markov bias
-  goes through vLLM's ``LogitsProcessor``, which needs vLLM's configuration and platform layers."""
+  the same rounds;
+* vLLM 0.33.0's DSpark drafting (tests/accept/vllm_dspark_draft.py says what runs from the wheel and what stands
+  in): the speculator built by its own constructors, its input kernel (``_prepare_dflash_inputs_kernel``, under the
+  interpreter: the block's ids, positions, context and sampled rows) and its drafting loop
+  (``DSparkSpeculator._sample_sequential``, ``dspark/speculator.py:156-209``) through the draft model's
+  ``markov_embed`` / ``markov_bias`` and vLLM's ``LogitsProcessor`` draft every anchor's block from the backbone's
+  hidden states as eagle-audit's simulation does, ``sample_from_anchor`` by default (true) and false. vLLM's one
+  Markov head is the vanilla one (``model_executor/models/qwen3_dspark.py:48-93``): gated and rnn drafts are held
+  against SGLang only. vLLM's backbone forward is not executed (the hidden states are the test draft's)."""
 
 from __future__ import annotations
 
@@ -27,18 +34,24 @@ import torch
 
 from eagle_audit.simulate.block import dspark_drafts, simulate_block
 
-from tests.accept.block_tiny import STATES, VOCAB, built_case, drafts_per_round, engine_round, round_hidden, tiny_draft
+from tests.accept.block_tiny import (MASK, STATES, VOCAB, built_case, drafts_per_round, engine_round, round_hidden,
+                                     tiny_draft)
 
 pytestmark = [pytest.mark.full, pytest.mark.usefixtures("one_thread")]
 
 HERE = Path(__file__).parent
 
 
-def _runner(harness: str, wheel_key: str, wheel: Path, root: Path):
-    """``run(inputs) -> outputs``: one run of ``harness`` (a subprocess) on ``wheel``."""
+@pytest.fixture(scope="module")
+def triton_dir(tmp_path_factory) -> Path:
+    """Triton's Python package, unpacked once for every harness of this module (tests/wheels.py)."""
     from tests.wheels import triton_wheel, unpack_triton
 
-    triton_dir = unpack_triton(triton_wheel(), root / "triton")
+    return unpack_triton(triton_wheel(), tmp_path_factory.mktemp("triton"))
+
+
+def _runner(harness: str, wheel_key: str, wheel: Path, root: Path, triton_dir: Path):
+    """``run(inputs) -> outputs``: one run of ``harness`` (a subprocess) on ``wheel``."""
     runs = iter(range(100))
 
     def run(inputs: dict) -> dict:
@@ -55,13 +68,20 @@ def _runner(harness: str, wheel_key: str, wheel: Path, root: Path):
 
 
 @pytest.fixture(scope="module")
-def sglang(sglang_wheel, tmp_path_factory):
-    return _runner("sglang_block_accept.py", "sglang_wheel", sglang_wheel, tmp_path_factory.mktemp("sglang-block"))
+def sglang(sglang_wheel, tmp_path_factory, triton_dir):
+    return _runner("sglang_block_accept.py", "sglang_wheel", sglang_wheel, tmp_path_factory.mktemp("sglang-block"),
+                   triton_dir)
 
 
 @pytest.fixture(scope="module")
-def vllm(vllm_wheel, tmp_path_factory):
-    return _runner("vllm_block_accept.py", "vllm_wheel", vllm_wheel, tmp_path_factory.mktemp("vllm-block"))
+def vllm(vllm_wheel, tmp_path_factory, triton_dir):
+    return _runner("vllm_block_accept.py", "vllm_wheel", vllm_wheel, tmp_path_factory.mktemp("vllm-block"), triton_dir)
+
+
+@pytest.fixture(scope="module")
+def vllm_dspark(vllm_wheel, tmp_path_factory, triton_dir):
+    return _runner("vllm_dspark_draft.py", "vllm_wheel", vllm_wheel, tmp_path_factory.mktemp("vllm-dspark"),
+                   triton_dir)
 
 
 def _extended(case, n: int, seed: int = 5) -> list[int]:
@@ -161,3 +181,54 @@ def test_vllm_verify_walks_the_same_rounds(vllm, kw):
     gains = _walk(case.ids, len(case.prompt), dict(zip(anchors, k)), dict(zip(anchors, bonus)))
     assert gains == [k + 1 for k in ks] == list(simulate_block(draft, [case], [caps], STATES).gains[0])
     assert set(ks) == set(range(n + 1))
+
+
+@torch.inference_mode()
+def _query_rows(draft, ids, caps, L, rows: int, states=STATES) -> torch.Tensor:
+    """Every row's final-normed hidden of the block ``[x_L, mask x (rows - 1)]`` at L.. over the context of positions
+    < L [rows, H], the anchor's row included: vLLM's speculator picks the rows it samples."""
+    ctx = draft.context(torch.cat([caps[s][:L] for s in states], -1)[None])
+    block = torch.full((1, 1, rows), draft.arch.mask_token_id, dtype=torch.long)
+    block[0, 0, 0] = ids[L]
+    return draft.blocks(ctx, block, torch.tensor([[L]]))[0, 0]
+
+
+@pytest.mark.parametrize("sample_from_anchor", [None, False], ids=["anchor-default", "fill-in"])
+def test_vllm_dspark_drafting_is_the_simulations(vllm_dspark, sample_from_anchor):
+    """vLLM's DSpark speculator (tests/accept/vllm_dspark_draft.py) drafts every anchor's block as eagle-audit's
+    simulation does: its Markov head is the vanilla one only (``qwen3_dspark.py:48-93``, the loop's
+    ``markov_embed(prev)`` -> ``markov_bias``, no hidden state nor recurrent state: ``dspark/speculator.py:187-200``);
+    ``sample_from_anchor`` absent from the config (vLLM's default, true) and false. num_speculative_tokens = gamma,
+    vLLM's default for DSpark (``config/speculative.py:1592-1599``)."""
+    draft = tiny_draft(markov="vanilla", sample_from_anchor=sample_from_anchor is not False)
+    case, caps, _ = built_case(draft, total=80)
+    n, first = drafts_per_round(draft), draft.arch.first_draft_row
+    rows = n + first  # [anchor, masks]: N rows sampling from the anchor, 1 + N not
+    anchors = list(range(len(case.prompt), len(case.ids) - 1))
+    hidden = torch.stack([_query_rows(draft, case.ids, caps, L, rows) for L in anchors])  # [R, rows, H]
+    hf_config = {"vocab_size": VOCAB, "hidden_size": draft.arch.hidden_size, "num_hidden_layers": draft.arch.num_layers,
+                 "mask_token_id": draft.arch.mask_token_id, "block_size": draft.arch.block_size,
+                 "markov_rank": draft.arch.markov_rank, "markov_head_type": "vanilla", "target_layer_ids": [0, 2]}
+    if sample_from_anchor is not None:
+        hf_config["sample_from_anchor"] = sample_from_anchor
+    head = {k[len("markov_head."):]: v for k, v in draft.state_dict().items() if k.startswith("markov_head.")}
+    out = vllm_dspark({"head_hidden": hidden, "anchors": torch.tensor(anchors),
+                       "bonus": torch.tensor([case.ids[L] for L in anchors]), "target_head": draft.target_head,
+                       "markov": head, "config": {"num_speculative_tokens": n, "hf_config": hf_config}})
+    Q = out["num_query_per_req"]
+    assert out["sample_from_anchor"] is draft.arch.sample_from_anchor and Q == rows
+    at = 0
+    for r, L in enumerate(anchors):  # the block vLLM builds is the one the backbone ran: ids, positions, context
+        assert out["input_ids"][r * Q:(r + 1) * Q].tolist() == [case.ids[L]] + [MASK] * (Q - 1), L
+        assert out["positions"][r * Q:(r + 1) * Q].tolist() == list(range(L, L + Q)), L
+        assert out["context_positions"][at:at + L].tolist() == list(range(L)), L
+        assert out["sample_indices"][r * n:(r + 1) * n].tolist() == [r * Q + first + j for j in range(n)], L
+        assert out["sample_pos"][r * n:(r + 1) * n].tolist() == list(range(L + 1, L + n + 1)), L
+        at += L
+    sim = dspark_drafts(draft, case.ids, caps, STATES, n)
+    for r, L in enumerate(anchors):  # vLLM's drafts: the reference round's and the simulation's, every anchor
+        drafted = out["drafts"][r].tolist()
+        assert drafted == engine_round(draft, case.ids, caps, L) == [sim[j][L - 1] for j in range(n)], L
+    with torch.inference_mode():
+        base = draft.head_logits(hidden[:, first:]).argmax(-1)
+    assert (out["drafts"] != base).any()  # the Markov bias moves drafts here: the check is not the backbone's alone

@@ -100,7 +100,7 @@ def vllm_speculative(target: str, draft: str, num_steps: int = 3, port: int = PO
     method = METHODS.get(kind.name, "eagle3")
     spec: dict[str, Any] = {"method": method, "model": draft, "num_speculative_tokens": num_steps}
     notes = [CPU_NOTE]
-    if kind.name != "eagle3":
+    if kind.block:
         try:
             block = read_block(cfg, str(draft))
         except AuditError:
