@@ -104,10 +104,11 @@ def test_accept_rate_simulates_the_dflash_canary_s_blocks(smollm2, dflash_canary
     assert right.settings.mode == "block" and right.settings.num_steps == 3 and right.settings.num_draft_tokens == 4
     assert [s.label() for s in right.trained.states] == [s.label() for s in right.served.states] == ["B2", "B15", "B27"]
     tr = right.stats["trained"]
-    assert tr.accept_length > 1.0 and len(tr.per_position) == 3 and tr.verify_steps == sum(tr.histogram)
+    # the canary's floor in accept length (docs/fingerprint.md: 3.58 and 3.66 on two builds; 1.0 = nothing accepted)
+    assert tr.accept_length > 3.0 and len(tr.per_position) == 3 and tr.verify_steps == sum(tr.histogram)
     assert right.verdict == "match"
     wrong = run_accept(AcceptOptions(**base, trained_boundaries=(State(5), State(20), State(24))), source=smollm2)
-    assert wrong.stats["trained"].accept_length < tr.accept_length  # the draft fed states it never saw
+    assert wrong.stats["trained"].accept_length < tr.accept_length - 0.5  # fed states it never saw (2.30 vs 3.58)
     assert wrong.stats["served"].accept_length == pytest.approx(tr.accept_length)  # the engine still feeds the truth
     assert len(wrong.attribution) == 3
 
