@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from . import expr
 from .conventions import DRAFT_FLAGS, CaptureRule, Convention, EngineFailure, Wiring, get_convention, read_ids, uses_aux
 from .draft.read import DraftSpec
-from .errors import AuditError, param
+from .errors import AuditError, BadCheckpoint, param
 from .states import TRAINED_BOUNDARIES, State, as_states, parse_states
 from .target import TargetInfo
 
@@ -187,11 +187,20 @@ class SideWiring:
 
 
 def side_of(conv: Convention, config: Mapping[str, Any], architecture: str, num_layers: int,
-            override_ids: tuple[int, ...] | None = None) -> SideWiring:
+            override_ids: tuple[int, ...] | None = None, where: str = "the draft's config.json") -> SideWiring:
     """Resolve one convention against a draft config, once. An engine without capture for the architecture
-    gives a side with no rule, no reach and no states (``wiring.unsupported`` says why)."""
+    gives a side with no rule, no reach and no states (``wiring.unsupported`` says why). ``where``: the config's
+    file, for the one line when a rule needs a value the config lacks."""
     conv = conv.for_draft(config)  # an engine's draft side is that of the class serving this draft
-    wiring = conv.resolve(config, architecture, num_layers, override_ids)
+    try:
+        wiring = conv.resolve(config, architecture, num_layers, override_ids)
+    except expr.ExprError as e:  # a default over the draft's layer count D, which this config does not give
+        if "D is not available" not in str(e):
+            raise
+        raise BadCheckpoint(f"{where}: {conv.title} {conv.version}'s default ids need the draft's own layer count "
+                            "(num_hidden_layers, at the top level or in text_config), which this config does not "
+                            "give", hint="give the ids explicitly where this engine reads them, or num_hidden_layers"
+                            ) from None
     no_aux = wiring.ids_source == "use_aux_hidden_state"
     rule = None if wiring.unsupported or no_aux else conv.rule_for(architecture)
     implements = frozenset(f for f, r in conv.draft_flags.items() if r.honoured)
@@ -275,7 +284,8 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         notes.append(f"{conv.title} {conv.version} cannot capture for {info.architecture} "
                      f"({conv.unsupported_reason(info.architecture)}): assumed {older.title} ({older.name}) instead")
         conv = older
-    return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids), conv
+    return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids,
+                   f"{draft.path}/config.json"), conv
 
 
 #: Layouts that a conversion also produces: the trainer assumed from them may not be the one that trained the draft.
@@ -354,7 +364,7 @@ def resolve_audit(draft: DraftSpec, info: TargetInfo, engine: Convention, notes:
     ``served_optional``: an engine that refuses the draft leaves the served side None, said in ``notes`` (the
     fingerprint reads the trained wiring whatever the engine does); else its refusal is raised, first."""
     try:
-        served = side_of(engine, draft.config, info.architecture, info.num_layers)
+        served = side_of(engine, draft.config, info.architecture, info.num_layers, where=f"{draft.path}/config.json")
     except AuditError as e:
         if not served_optional:
             raise

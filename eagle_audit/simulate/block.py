@@ -7,7 +7,8 @@ One verify round, both engines (read in their wheels; docs/accept-rate.md "Block
   states at positions 0..L-1 (fc over the concatenated slots, then ``hidden_norm``: every committed token but
   the bonus, whose state the target has not computed yet), the block bidirectional unless the draft says causal;
 * block row j (1..B-1) is drafted as the argmax of the target's ``lm_head`` on the draft's final-normed hidden:
-  d_j, a guess of x[L+j] (row 0, the bonus, is never sampled);
+  d_j, a guess of x[L+j] (row 0, the bonus, is never sampled); a reduced-vocabulary draft (speculators layout)
+  takes its own head's argmax, mapped to a target id through ``d2t``;
 * the target verifies ``[x[L], d_1..d_{B-1}]``: a = the leading run of d_j equal to the target's greedy token at
   L+j; the target's token after them is the new bonus; a + 1 tokens are committed and the next round's bonus
   sits at L + a + 1.
@@ -94,7 +95,7 @@ def block_drafts(draft, ids: Sequence[int], caps: dict[State, torch.Tensor], sta
         block = torch.full((1, anchors.shape[1], bs), draft.arch.mask_token_id, dtype=torch.long, device=dev)
         block[..., 0] = x[0, anchors[0]]
         hidden = draft.blocks(ctx, block, anchors, last_rows=slice(1, bs))  # [1, A, steps, H]
-        picked = draft.logits(hidden).argmax(-1)[0]  # [A, steps]: first-max ties, as both engines
+        picked = draft.to_target_ids(draft.logits(hidden).argmax(-1))[0]  # [A, steps] target ids; first-max ties
         for j in range(steps):
             out[j].extend(picked[:, j].tolist())
     return out

@@ -269,15 +269,32 @@ def test_accept_rate_and_fingerprint_refuse_block_drafts_in_one_line(cli, config
     dspark = block_draft(2, architectures=["Qwen3DSparkModel"], dspark_target_layer_ids=[1, 17],
                          dflash_config={"mask_token_id": 3, "markov_rank": 8, "markov_head_type": "prefix_gru"})
     dflash2 = block_draft(2, architectures=["DFlash2DraftModel"], dflash_config={"mask_token_id": 3})
-    spec = block_draft(2, layout="speculators", aux_hidden_state_layer_ids=[2, 18])
+    spec = block_draft(2, layout="speculators", aux_hidden_state_layer_ids=[2, 18], sample_from_anchor=True)
+    spec_dspark = block_draft(2, layout="speculators", speculators_model_type="dspark", aux_hidden_state_layer_ids=[2, 18])
     for command, draft, said in (("accept-rate", dspark, "Markov heads (vanilla, gated, rnn"),
                                  ("fingerprint", dflash, "no mask_token_id"),
                                  ("fingerprint", dspark, "Markov heads (vanilla, gated, rnn"),
                                  ("fingerprint", dflash2, "candidate selector"),
-                                 ("fingerprint", spec, "speculators layout")):
+                                 ("fingerprint", spec, "sample_from_anchor: true"),
+                                 ("accept-rate", spec, "sample_from_anchor: true"),
+                                 ("fingerprint", spec_dspark, "DSpark draft in the speculators layout")):
         res = cli("-t", target, "-d", draft, command=command)
         assert res.exit_code == 2 and said in res.stderr and "Traceback" not in res.output, res.output
         assert len(res.stderr.strip().splitlines()) <= 2
+
+
+def test_a_default_over_the_draft_s_layer_count_without_one_is_one_line(cli, config_only_target, block_draft):
+    """SGLang's DFlash default ids are an expression over the draft's own layer count D (top-level or text_config
+    num_hidden_layers); a speculators-layout config keeps its layers in transformer_layer_config, which SGLang's
+    reader does not look in: one line naming the config, exit 2 (it was "D is not available here in expression",
+    no file). vLLM reads the layout's own ids and audits it."""
+    target = config_only_target("Qwen3ForCausalLM", 36, "qwen3")
+    draft = block_draft(2, layout="speculators", aux_hidden_state_layer_ids=[2, 18])
+    res = cli("-t", target, "-d", draft, "--static", "--engine", "sglang", command="layers")
+    assert res.exit_code == 2 and "Traceback" not in res.output, res.output
+    assert f"{draft}/config.json" in res.stderr and "own layer count" in res.stderr, res.stderr
+    res = cli("-t", target, "-d", draft, "--static", "--engine", "vllm", command="layers")
+    assert res.exit_code in (0, 1) and "ids [2, 18]" in res.output, res.output
 
 
 def test_layers_json_has_the_draft_kind(cli, config_only_target, block_draft):
