@@ -163,6 +163,21 @@ def unpack_triton(wheel: Path, dest: Path) -> Path:
     return dest
 
 
+def vllm_triton_utils(triton_dir: str | Path) -> types.ModuleType:
+    """``vllm.triton_utils`` over the Triton unpacked at ``triton_dir`` (:func:`unpack_triton`) run by its
+    interpreter (``TRITON_INTERPRET=1``, set before Triton is imported): what vLLM's kernels import Triton from, for
+    a harness process that executes them on CPU."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    sys.path.insert(0, str(triton_dir))
+    import triton
+    import triton.language as tl
+    import triton.language.extra.libdevice as tldevice
+
+    shim = types.ModuleType("vllm.triton_utils")
+    shim.triton, shim.tl, shim.tldevice, shim.HAS_TRITON = triton, tl, tldevice, True
+    return shim
+
+
 class WheelSource:
     """Read-only access to the Python files of one wheel, and functions compiled out of them.
 

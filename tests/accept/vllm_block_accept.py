@@ -22,9 +22,7 @@ the target's token after them; the rest unset).
 from __future__ import annotations
 
 import json
-import os
 import sys
-import types
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: tests.wheels (a script)
@@ -38,15 +36,8 @@ EXTRACT = ("vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py", "vllm/v1
 
 def main() -> None:
     req = json.load(sys.stdin)
-    os.environ["TRITON_INTERPRET"] = "1"
-    sys.path.insert(0, req["triton_dir"])
+    shim = wheels.vllm_triton_utils(req["triton_dir"])
     import torch
-    import triton
-    import triton.language as tl
-    import triton.language.extra.libdevice as tldevice
-
-    shim = types.ModuleType("vllm.triton_utils")
-    shim.triton, shim.tl, shim.tldevice, shim.HAS_TRITON = triton, tl, tldevice, True
     root = wheels.extract(Path(req["vllm_wheel"]), Path(req["work"]), *EXTRACT)
     with wheels.wheel_modules(root, "vllm", {"vllm.triton_utils": shim}) as load:
         rejection_sample = load(SAMPLER).rejection_sample

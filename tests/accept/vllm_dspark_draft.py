@@ -73,7 +73,6 @@ import enum
 import functools
 import json
 import linecache
-import os
 import sys
 import types
 from pathlib import Path
@@ -273,15 +272,8 @@ def draft(src: wheels.WheelSource, inputs: dict, load) -> dict:
 
 def main() -> None:
     req = json.load(sys.stdin)
-    os.environ["TRITON_INTERPRET"] = "1"
-    sys.path.insert(0, req["triton_dir"])
+    shim = wheels.vllm_triton_utils(req["triton_dir"])
     import torch
-    import triton
-    import triton.language as tl
-    import triton.language.extra.libdevice as tldevice
-
-    shim = types.ModuleType("vllm.triton_utils")
-    shim.triton, shim.tl, shim.tldevice, shim.HAS_TRITON = triton, tl, tldevice, True
     src = wheels.WheelSource(Path(req["vllm_wheel"]))
     root = wheels.extract(src.wheel, Path(req["work"]), *EXTRACT)
     inputs = torch.load(req["inputs"], weights_only=False)
