@@ -1,8 +1,8 @@
-"""DFlash drafts in the speculators 0.9.0 layout (``speculators_model_type: "dflash"``, ``speculators/models/dflash/core.py``
-``DFlashDraftModel``; :func:`speculators_arch`, :func:`speculators_head`): the network of
-:mod:`eagle_audit.runtime.block` under the same weight
-names (``layers.*``, ``fc``, ``hidden_norm``, ``norm``: its converter copies z-lab's as they are,
-``convert/dflash/converter.py:6-7, 220-222``), read from other places:
+"""DFlash drafts in the speculators 0.9.0 layout (``speculators_model_type: "dflash"``,
+``speculators/models/dflash/core.py`` ``DFlashDraftModel``; :func:`speculators_arch`, :func:`speculators_head`): the
+network of :mod:`eagle_audit.runtime.block` under the same weight names (``layers.*``, ``fc``, ``hidden_norm``,
+``norm``: its converter copies z-lab's as they are, ``convert/dflash/converter.py:6-7, 220-222``), read from other
+places:
 
 * sizes from ``transformer_layer_config``, its absent keys the defaults of its ``model_type``'s transformers config
   class (Qwen3 without one), as speculators builds it (``models/dflash/config.py:614-624``); ``block_size``
