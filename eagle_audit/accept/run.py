@@ -276,22 +276,21 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     union = set(trained.states) | set(served.states) | candidate_states(candidates)
     say(f"one teacher-forced pass per prompt capturing {len(union)} states")
     caps = capture_cases(target, cases, tuple(union))
-    stats: dict[str, AcceptStats | None] = {}
-    for name, st in wirings.items():
-        if name in failures:
-            stats[name] = None
-        elif name == "served" and stats.get("trained") is not None and models["served"] is models["trained"] \
-                and tuple(st) == tuple(wirings["trained"]):  # the same model on the same states: the same figures
-            stats[name] = stats["trained"]
-        else:
-            stats[name] = simulate(models[name], cases, caps, st, settings.num_steps, settings.topk,
-                                   settings.num_draft_tokens, settings.tree_attention or KV_BY_SLOT)
+    done: dict[tuple, AcceptStats] = {}
+
+    def sim(model, states) -> AcceptStats:  # the same model on the same states has the same figures: run once
+        key = (id(model), tuple(states))
+        if key not in done:
+            done[key] = simulate(model, cases, caps, tuple(states), settings.num_steps, settings.topk,
+                                 settings.num_draft_tokens, settings.tree_attention or KV_BY_SLOT)
+        return done[key]
+
+    stats: dict[str, AcceptStats | None] = {name: None if name in failures else sim(models[name], st)
+                                            for name, st in wirings.items()}
     attribution = []
     for i, t, s in fixes:
         fixed = tuple(t if j == i else x for j, x in enumerate(served.states))
-        a = simulate(models["served"], cases, caps, fixed, settings.num_steps, settings.topk,
-                     settings.num_draft_tokens, settings.tree_attention or KV_BY_SLOT)
-        attribution.append(Attribution(i, t, s, a.accept_length))
+        attribution.append(Attribution(i, t, s, sim(models["served"], fixed).accept_length))
     live = None
     if opts.live:
         say("live speculative decoding (served wiring)")

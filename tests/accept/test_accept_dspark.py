@@ -19,9 +19,9 @@ from safetensors.torch import save_file
 from eagle_audit import accept_rate
 from eagle_audit.draft.read import read_draft
 from eagle_audit.runtime.block import DFlashArch, DFlashDraft, MarkovHead
+from eagle_audit.states import State
 from eagle_audit.runtime.load import load_draft
 from eagle_audit.simulate.accept import capture_cases, make_cases, stats_from_gains
-from eagle_audit.states import State
 
 from tests.accept.accept_tiny import HIDDEN, N_LAYERS, VOCAB, tiny_prompts
 from tests.accept.block_tiny import engine_round
@@ -100,9 +100,10 @@ def test_accept_rate_on_a_dspark_draft(tiny_target, tiny_target_dir, dspark_dir,
     assert trained.accept_length > 2.5 and trained.per_position[2] > 0.3, trained  # the chained bias drafts on
 
 
-def test_served_equal_to_trained_is_simulated_once(tiny_target_dir, dspark_dir, monkeypatch):
-    """Served = trained (same states, same model): one simulation, the same figures on both sides (issue 34 item 5:
-    the second, identical block simulation was 1.4 s of the DFlash canary's 23 s)."""
+def test_a_wiring_already_simulated_is_not_simulated_again(tiny_target_dir, dspark_dir, monkeypatch):
+    """The same model on the same states is simulated once: served = trained gives one simulation and the same
+    figures on both sides, and a single-slot fix that gives the trained wiring back is the trained figure (issue 34
+    item 5: the second, identical block simulation was 1.4 s of the DFlash canary's 23 s)."""
     import eagle_audit.accept.run as run
 
     calls = []
@@ -112,3 +113,13 @@ def test_served_equal_to_trained_is_simulated_once(tiny_target_dir, dspark_dir, 
                          use_installed_engine=False)
     assert result.trained.states == result.served.states and len(calls) == 1
     assert result.stats["served"] == result.stats["trained"] and result.verdict == "match"
+
+    # one slot mis-wired: fixing it gives the trained wiring back, whose figures are not simulated again
+    served = result.served.states
+    other = next(b for b in range(1, 5) if State(b) not in served)
+    trained = (State(other),) + tuple(served[1:])
+    calls.clear()
+    result = accept_rate(tiny_target_dir, dspark_dir, prompt_ids=PROMPTS[:2], max_new_tokens=8,
+                         use_installed_engine=False, trained_boundaries=trained)
+    assert len(result.attribution) == 1 and tuple(calls) == (trained, served), calls
+    assert result.attribution[0].accept_length == result.stats["trained"].accept_length
