@@ -18,8 +18,8 @@ prompts alone, teacher-forced (the floor of ``eagle-audit layers``). Prints one 
 the draft's block forward at every anchor of every prompt + continuation, once, on the trained slots
 (``dflash_config.target_layer_ids``: ``hidden_states[id + 1]``), as ``eagle_audit/simulate/block.py``
 ``block_drafts`` runs it (blocks ``[x_a, mask x (B-1)]``, 64 anchors a forward, argmax of the target's head),
-and the greedy verify walk; the one eagle_audit import is the block forward itself
-(``eagle_audit/runtime/block.py``), built from the config here. ``--first-prompt``: skip that many built-in
+and the greedy verify walk; its eagle_audit imports are the block forward itself
+(``eagle_audit/runtime/block.py``), built from the config here, and the verify walk (``simulate/accept.py`` ``walk``). ``--first-prompt``: skip that many built-in
 prompts (the DFlash canary's training prompts are built-in 9-12: ``--first-prompt 8 --max-prompts 4``).
 """
 
@@ -124,6 +124,7 @@ def _block_floor(path, model, seqs, caps, dtype) -> dict:
 
     from eagle_audit.runtime.arch import rope_params
     from eagle_audit.runtime.block import DFlashArch, build_dflash_draft
+    from eagle_audit.simulate.accept import walk
 
     cfg = json.loads((Path(path) / "config.json").read_text())
     dc = cfg["dflash_config"]
@@ -153,14 +154,7 @@ def _block_floor(path, model, seqs, caps, dtype) -> dict:
                 picked = draft.logits(draft.blocks(ctx, block, anchors, last_rows=slice(1, bs))).argmax(-1)[0]
                 for j in range(steps):
                     drafts[j].extend(picked[:, j].tolist())
-            a = plen
-            while a < L - 1:  # the greedy verify walk (simulate/accept.py walk)
-                n = 0
-                while n < steps and a + n + 1 <= L - 1 and drafts[n][a - 1] == seq[a + n + 1]:
-                    n += 1
-                g = min(n + 1, L - 1 - a)
-                gains.append(g)
-                a += g
+            gains += walk(seq, plen, drafts)  # the greedy verify walk (pure Python, no model work)
     return {"verifies": len(gains), "accept_length": round(sum(gains) / max(len(gains), 1), 4)}
 
 
