@@ -53,6 +53,14 @@ class ExprError(BadConvention, ValueError):
     """A convention expression that cannot be parsed or evaluated (bad input: exit 2)."""
 
 
+class MissingName(ExprError):
+    """An expression names a value (``name``) its caller did not have (None): the caller may say why, in its terms."""
+
+    def __init__(self, name: str, message: str):
+        super().__init__(message)
+        self.name = name
+
+
 def parse(text: str) -> ast.expr:
     if not isinstance(text, str):
         raise ExprError(f"an expression must be a string, got {shown(text)}")
@@ -95,7 +103,8 @@ def evaluate(text: str, **names: Any) -> Any:
     except ExprError as e:
         if "in expression" in e.message or shown(text) in e.message:
             raise
-        raise ExprError(f"{e.message} in expression {shown(text)}") from None
+        message = f"{e.message} in expression {shown(text)}"
+        raise (MissingName(e.name, message) if isinstance(e, MissingName) else ExprError(message)) from None
     except (TypeError, ValueError, ZeroDivisionError, IndexError, KeyError, OverflowError, RecursionError,
             MemoryError) as e:
         raise ExprError(f"expression {shown(text)} cannot be evaluated ({type(e).__name__}: "
@@ -131,7 +140,7 @@ def _eval(node: ast.AST, env: dict) -> Any:
         if node.id in _FUNCS:
             return _FUNCS[node.id]
         if node.id not in env or env[node.id] is None:
-            raise ExprError(f"{node.id} is not available here")
+            raise MissingName(node.id, f"{node.id} is not available here")
         return env[node.id]
     if isinstance(node, ast.BinOp):
         return _binop(type(node.op), _eval(node.left, env), _eval(node.right, env))

@@ -194,8 +194,8 @@ def side_of(conv: Convention, config: Mapping[str, Any], architecture: str, num_
     conv = conv.for_draft(config)  # an engine's draft side is that of the class serving this draft
     try:
         wiring = conv.resolve(config, architecture, num_layers, override_ids)
-    except expr.ExprError as e:  # a default over the draft's layer count D, which this config does not give
-        if "D is not available" not in str(e):
+    except expr.MissingName as e:  # a default over the draft's layer count D, which this config does not give
+        if e.name != "D":
             raise
         raise BadCheckpoint(f"{where}: {conv.title} {conv.version}'s default ids need the draft's own layer count "
                             "(num_hidden_layers, at the top level or in text_config), which this config does not "
