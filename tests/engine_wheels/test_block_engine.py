@@ -191,6 +191,28 @@ def test_sglang_dspark_ids_and_the_ignored_dspark_config(sg):
         assert [s.boundary for s in w.states] == sorted({i + 1 for i in ids}), cfg  # Llama's DFlash setter: +1
 
 
+def test_sglang_stops_on_a_dflash_config_without_its_layer_count(sg):
+    """A DFlash config in the speculators layout keeps its layer count in transformer_layer_config: SGLang's
+    parse_dflash_draft_config reads only the top level (or text_config) and raises at start-up, whatever ids the
+    config gives; its default ids are an expression over that count, so the audit under SGLang's rules stops in one
+    line naming the config (resolution.side_of); with num_hidden_layers at the top level both read the default."""
+    from eagle_audit.errors import BadCheckpoint
+    from eagle_audit.resolution import side_of
+
+    n = 36
+    cfg = {"architectures": ["DFlashSpeculator"], "speculators_model_type": "dflash", "block_size": 8,
+           "mask_token_id": 3, "aux_hidden_state_layer_ids": [2, 18],
+           "transformer_layer_config": {"num_hidden_layers": 1, "hidden_size": 64}}
+    for c in (cfg, {**cfg, "dflash_config": {"target_layer_ids": [1, 17]}}):
+        with pytest.raises(ValueError, match="DFLASH requires draft num_hidden_layers in config"):
+            sg.ids_for(c, n)
+    with pytest.raises(BadCheckpoint, match="draft/config.json: .*own layer count"):
+        side_of(ENGINES["sglang-dflash"], cfg, "LlamaForCausalLM", n, where="draft/config.json")
+    top = {**cfg, "num_hidden_layers": 1}
+    w = ENGINES["sglang-dflash"].resolve(top, "LlamaForCausalLM", n)
+    assert [s.boundary for s in w.states] == [i + 1 for i in sg.ids_for(top, n)]  # [N // 2] for D = 1: Llama's +1
+
+
 def test_sglang_muse_mapping(sg):
     n = 36
     for arch, want in ((["MuseGlimmerAssistantModel"], [2, 18]), (["DFlash2DraftModel"], [2, 18]),
