@@ -80,6 +80,7 @@ class _Layout:
     model_dirs: tuple[str, ...]  # every .py below these is loaded
     extra_names: tuple[str, ...]  # file names loaded when under extra_root
     extra_root: str
+    extra_paths: tuple[str, ...] = ()  # package-relative files loaded as well ("config.py")
 
     def wanted(self, rel: str) -> bool:
         p = self.package
@@ -87,7 +88,7 @@ class _Layout:
             return False
         if rel.startswith(tuple(f"{p}/{d}/" for d in self.model_dirs)):
             return True
-        if rel in (f"{p}/version.py", f"{p}/_version.py"):
+        if rel in (f"{p}/version.py", f"{p}/_version.py") or rel in (f"{p}/{e}" for e in self.extra_paths):
             return True
         return rel.startswith(f"{p}/{self.extra_root}/") and rel.rsplit("/", 1)[-1] in self.extra_names
 
@@ -131,15 +132,17 @@ def _from_wheel(path: Path, layout: _Layout) -> SourceTree:
 
 
 def locate(package: str, source: str | os.PathLike | None = None, extra_names: tuple[str, ...] = (),
-           model_dirs: tuple[str, ...] = ("srt/models",), extra_root: str = "srt") -> SourceTree:
+           model_dirs: tuple[str, ...] = ("srt/models",), extra_root: str = "srt",
+           extra_paths: tuple[str, ...] = ()) -> SourceTree:
     """The source of ``package``: ``source`` (a folder or a .whl) or else the installed copy.
 
     A folder may be the directory holding ``<package>/`` (site-packages, a repo's ``python/``), a repo
     root with ``python/<package>/``, or the package directory itself. ``model_dirs``: package-relative
     folders whose ``.py`` files are all loaded (the first one must exist); ``extra_names``: file names
-    under ``<package>/<extra_root>/`` to load as well (for example the draft-ids reader).
+    under ``<package>/<extra_root>/`` to load as well (for example the draft-ids reader); ``extra_paths``:
+    package-relative files to load as well (``config.py``).
     """
-    layout = _Layout(package, tuple(model_dirs), tuple(extra_names), extra_root)
+    layout = _Layout(package, tuple(model_dirs), tuple(extra_names), extra_root, tuple(extra_paths))
     first = model_dirs[0]
     if source is None:
         try:
