@@ -25,6 +25,10 @@ from .target import TargetInfo
 
 #: The config key where ``train-canary`` records a canary's true training wiring (boundaries).
 CANARY_KEY = "eagle_audit_canary"
+#: The config key where a fix eagle-audit proposes pins the trained states it was proven for (written only where the
+#: trainer's convention reads what the fix edits: re-read, the trained side would move with every re-audit). Honoured
+#: before the trainer's convention, unless trained states or ids are given (:func:`pinned_side`).
+FIX_KEY = "eagle_audit_fix"
 #: The trainer name with which ``layers``, ``accept-rate`` and ``check`` measure the trained wiring on the draft's
 #: weights instead of assuming it (:func:`eagle_audit.fingerprint.measured.resolve_measured`, asked by
 #: :func:`eagle_audit.inputs.prepare`).
@@ -253,6 +257,10 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         wiring = Wiring("user", "trainer", "-", "given", None, "boundaries", TRAINED_BOUNDARIES,
                         tuple(s.boundary for s in states), states)
         return given_side(wiring, draft, conv), conv
+    if trained_ids is None and draft.config.get(FIX_KEY) is not None:
+        pinned = pinned_side(draft, info, trainer_convention(trainer, notes) if trainer else None, notes)
+        if pinned is not None:
+            return pinned
     record = draft.config.get(CANARY_KEY) or {}
     recorded = record.get("trained_boundaries")
     if trainer is None and trained_ids is None and recorded:
@@ -284,8 +292,46 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
         notes.append(f"{conv.title} {conv.version} cannot capture for {info.architecture} "
                      f"({conv.unsupported_reason(info.architecture)}): assumed {older.title} ({older.name}) instead")
         conv = older
+    conv = keep_given_order(conv, trained_ids, notes)
     return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids,
                    f"{draft.path}/config.json"), conv
+
+
+def keep_given_order(conv: Convention, trained_ids: tuple[int, ...] | None, notes: list[str]) -> Convention:
+    """``conv`` with its states concatenated in the order ``trained_ids`` are given, where the user gave ids out of
+    layer order to a convention that sorts them (``order: ascending``): such ids ask whether the trainer
+    concatenated them in that order (modelopt's Megatron plugin builds its default ids with ``list(set(...))``,
+    which need not be sorted: [1, 76, 39] on an 80-layer target), so they are never sorted silently. ``notes``
+    says so."""
+    if trained_ids is None or conv.order != "ascending" or list(trained_ids) == sorted(trained_ids):
+        return conv
+    notes.append(f"{param('trained_ids')} {list(trained_ids)}: kept in the order given (concatenated in that order), "
+                 f"although {conv.title} {conv.version} captures in layer order; give them sorted for its own order")
+    return replace(conv, order="config")
+
+
+def pinned_side(draft: DraftSpec, info: TargetInfo, trainer: Convention | None, notes: list[str]
+                ) -> tuple[SideWiring, Convention | None] | None:
+    """The trained states a fix pinned in the config (:data:`FIX_KEY`), with the trainer's draft semantics (``trainer``,
+    else the one the record names); None where the config pins none."""
+    record = draft.config.get(FIX_KEY)
+    if not isinstance(record, Mapping) or not record.get("trained_states"):
+        return None
+    where = f"{draft.path}/config.json: {FIX_KEY}.trained_states"
+    labels = record["trained_states"]
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise BadCheckpoint(f"{where}: expected a list of states such as [\"B0\", \"B3\", \"B31\"]")
+    states = parse_states(",".join(x.removeprefix("B") for x in labels), info.num_layers, where)
+    if trainer is None and isinstance(record.get("trainer"), str):
+        try:
+            trainer = get_convention(record["trainer"], "trainer")
+        except AuditError:
+            trainer = None
+    notes.append(f"trained states pinned by {FIX_KEY}.trained_states {labels} (written with the fix proven under "
+                 f"{record.get('engine', 'an engine')}, trainer {record.get('trainer', 'unnamed')})")
+    wiring = Wiring("fix", "trainer", "-", "pinned", None, "boundaries", f"{FIX_KEY}.trained_states",
+                    tuple(s.boundary for s in states), states)
+    return given_side(wiring, draft, trainer), trainer
 
 
 #: Layouts that a conversion also produces: the trainer assumed from them may not be the one that trained the draft.

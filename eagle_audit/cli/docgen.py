@@ -74,6 +74,10 @@ FINDING_DETAILS = {
                                        "the nearest boundary and its cosine"),
     "ENGINE_STATE_SHIFTED": ("error", "`--server`: a slot the running server serves equals another boundary than the "
                                       "engine's rules say (this build captures elsewhere); names both"),
+    "IDS_ASSUMED": ("warning", "the draft config declares no layer ids, so the trained side is the trainer's default "
+                               "and the served side the engine's: the finding names both and how to pin the trained "
+                               "one (`--trained-ids`, kept in the order given; `--trained-boundaries`; `--trainer "
+                               "fingerprint`); vLLM #50170: accept length 1.036 on such a draft against 2.77"),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -33,6 +34,7 @@ CODES = {
     "TRAINER_REFUSES_IDS": "the trainer named (or assumed) refuses the draft's ids: it cannot have trained this draft",
     "ENGINE_STATE_MISMATCH": "a state a running server serves equals no boundary it should (partial sums, a wrong gather, corruption)",
     "ENGINE_STATE_SHIFTED": "a running server serves another boundary than the engine's rules say: this build captures elsewhere",
+    "IDS_ASSUMED": "the draft config declares no layer ids: the trained and served wirings are both defaults, assumed",
 }
 
 
@@ -59,18 +61,54 @@ class Finding:
     slot: int | None
     what: str
     why: str
-    fix: str
+    fix: str  # what to do, in words ("see the fix below": the config change, :attr:`config_fix`)
+    config_fix: Fix | None = field(default=None, compare=False, repr=False)  # that change as data, where one is offered
 
     def __post_init__(self) -> None:
         if self.code not in CODES:
             raise ValueError(f"unknown finding code {self.code}")
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "config_fix"}
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch, pure: ``target`` and ``patch`` are left as they are. A patch that is not an
+    object replaces the target; a null member deletes the key; an object member is merged into the target's
+    member (into ``{}`` where that is absent or not an object, so nulls inside it delete nothing and are not kept)."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(dict(target)) if isinstance(target, Mapping) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merge_patch(out.get(k), v)
+    return out
+
+
+def compose_patches(first: Mapping[str, Any], then: Mapping[str, Any]) -> dict:
+    """One merge patch equal to applying ``first`` and then ``then`` (a null in either is kept: it deletes)."""
+    out = copy.deepcopy(dict(first))
+    for k, v in then.items():
+        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
+            out[k] = compose_patches(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
 
 
 @dataclass(frozen=True)
 class Fix:
+    """The config change that makes the engine feed the trained states, as data.
+
+    ``patch`` is an RFC 7386 JSON merge patch for ``path`` (the draft's ``config.json``); :meth:`apply` applies
+    it. A fix is ``possible`` only where its fixed copy, re-audited under the same engine release and trainer
+    with the original trained states pinned, is a match (``proof`` says what was re-audited). ``release``: the
+    engine release it was proven on. Where no config change works on that release, ``upgrade`` is the fix
+    proven on the first later release given that has one; ``engine_bugs``: engine bugs behind the mismatch
+    that a later release fixed (its release and pull request, in words)."""
+
     engine: str
     possible: bool
     explanation: str
@@ -78,11 +116,25 @@ class Fix:
     ids: tuple[int, ...] | None = None
     key: str | None = None  # the dotted key the ids go to
     resolved: tuple[State, ...] = ()  # what the engine feeds with the patch applied (checked)
+    release: str | None = None  # "SGLang 0.5.6": the release the fix is for
+    proof: str = ""  # what the re-audit of the fixed copy found
+    upgrade: Fix | None = None  # no config fix on ``release``: the first later release's (proven there)
+    engine_bugs: tuple[str, ...] = ()
+    path: str = "config.json"  # the file of the draft directory the patch applies to
+
+    def apply(self, config: Mapping[str, Any]) -> dict:
+        """``config`` with the patch applied (RFC 7386; ``config`` is not changed). A fix that is not possible
+        has nothing to apply: ValueError, with why."""
+        if not self.possible:
+            raise ValueError(f"no config change fixes this for {self.engine}: {self.explanation}")
+        return merge_patch(config, self.patch)
 
     def to_json(self) -> dict:
         return {"engine": self.engine, "possible": self.possible, "explanation": self.explanation,
                 "patch": dict(self.patch), "ids": list(self.ids) if self.ids is not None else None, "key": self.key,
-                "resolved": [s.to_json() for s in self.resolved]}
+                "resolved": [s.to_json() for s in self.resolved], "release": self.release, "proof": self.proof,
+                "upgrade": self.upgrade.to_json() if self.upgrade is not None else None,
+                "engine_bugs": list(self.engine_bugs), "path": self.path}
 
 
 @dataclass(frozen=True)

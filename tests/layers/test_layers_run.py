@@ -163,7 +163,7 @@ def test_one_slot_draft_skips_fc(tiny_targets, make_draft, audit):
 
 def test_reduced_vocab_without_d2t(tiny_targets, make_draft, audit):
     r = audit(tiny_targets["llama"], make_draft(with_d2t=False), static=True)
-    assert r.verdict == "mismatch" and codes(r) == ["VOCAB_MAP_MISSING"]
+    assert r.verdict == "mismatch" and codes(r, "error") == ["VOCAB_MAP_MISSING"]
     assert not r.fix.possible
 
 
@@ -176,7 +176,7 @@ def test_absolute_ids_in_d2t(tiny_targets, make_draft, audit):
         sd["d2t"], sd["t2d"] = used.clone(), torch.zeros(512, dtype=torch.bool).index_fill_(0, used, True)
 
     r = audit(tiny_targets["llama"], make_draft(edit=absolute), static=True)
-    assert codes(r) == ["VOCAB_MAP_INVALID"]
+    assert codes(r, "error") == ["VOCAB_MAP_INVALID"]
     assert "outside the target vocab 0..511 (absolute ids stored where offsets are expected?)" in r.findings[0].what
 
 
