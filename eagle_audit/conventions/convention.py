@@ -84,6 +84,8 @@ class Convention:
     no_aux: Mapping[str, str] | None = None  # reads use_aux_hidden_state: false -> the post-norm final state
     ids_accepted: EngineFailure | None = None  # trainers: explicit ids outside ``when`` are refused
     refuses: tuple[DraftRefusal, ...] = ()  # drafts the engine refuses whatever their ids (the first that applies)
+    # how the engine loads an EAGLE-3 draft's own embed_tokens / lm_head: weight -> {"policy", "source"}
+    draft_weights: Mapping[str, Mapping[str, str]] | None = None
 
     def view(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
         """The draft config as this side's draft class reads it (a speculators config through the engine's

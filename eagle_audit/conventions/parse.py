@@ -98,7 +98,7 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
              "fallback_rule", "unsupported", "aux_count_from", "draft_flags", "fc_skip_when_width_equals_hidden",
              "notes", "generated_by", "tree_drafts", "empty_capture", "rope_scaling", "captures_through",
              "draft_classes", "draft_class_fallback", "speculators_loader", "draft_architecture_rename", "no_aux", "ids_accepted",
-             "draft_kinds", "id_checks", "width_check", "refuses"}
+             "draft_kinds", "id_checks", "width_check", "refuses", "draft_weights"}
     extra = set(data) - known
     if extra:
         raise BadConvention(f"{where}: unknown key(s) {', '.join(sorted(extra))}")
@@ -183,7 +183,8 @@ def parse_convention(data: Mapping[str, Any], path: str) -> Convention:
         draft_kinds=_draft_kinds(data.get("draft_kinds", ["eagle3"]), where),
         id_checks=_id_checks(data.get("id_checks", []), f"{where}: id_checks"),
         width_check=_failure(data["width_check"], f"{where}: width_check") if data.get("width_check") else None,
-        refuses=_refusals(data.get("refuses", []), f"{where}: refuses"))
+        refuses=_refusals(data.get("refuses", []), f"{where}: refuses"),
+        draft_weights=_draft_weights(data.get("draft_weights"), f"{where}: draft_weights"))
 
 
 
@@ -292,6 +293,28 @@ def _refusals(data: Any, where: str) -> tuple[DraftRefusal, ...]:
             raise BadConvention(f"{where}: a refusal names kinds, architectures or mixed_layer_types")
         out.append(DraftRefusal(failure, tuple(kinds), tuple(archs), mixed))
     return tuple(out)
+
+
+#: how an engine loads an EAGLE-3 draft's own embed_tokens / lm_head (vLLM before PR #28549: the target's)
+WEIGHT_POLICIES = ("target", "target_if_same_shape", "own_if_in_checkpoint", "own")
+
+
+def _draft_weights(data: Any, where: str) -> dict[str, dict[str, str]] | None:
+    """``{"embed_tokens" | "lm_head": {"policy": one of WEIGHT_POLICIES, "source": "file:line: ..."}}``."""
+    if data is None:
+        return None
+    if not isinstance(data, Mapping):
+        raise BadConvention(f"{where}: a JSON object of embed_tokens / lm_head, got {shown(data)}")
+    out = {}
+    for weight, entry in data.items():
+        if weight not in ("embed_tokens", "lm_head"):
+            raise BadConvention(f"{where}: unknown weight {weight!r} (known: embed_tokens, lm_head)")
+        if not isinstance(entry, Mapping) or set(entry) - {"policy", "source"} \
+                or entry.get("policy") not in WEIGHT_POLICIES or not isinstance(entry.get("source", ""), str):
+            raise BadConvention(f"{where}.{weight}: needs policy (one of {', '.join(WEIGHT_POLICIES)}) and a source "
+                                f"string, got {shown(entry)}")
+        out[weight] = {"policy": entry["policy"], "source": entry.get("source", "")}
+    return out
 
 
 def _draft_shift(data: Any, where: str) -> DraftShift | None:

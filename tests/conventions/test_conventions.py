@@ -264,6 +264,9 @@ def test_a_user_convention_file_resolves(tmp_path):
     ({"refuses": [{"kinds": ["dspork"], "error": "E", "message": "m", "at": "start-up"}]}, "refuses: kinds must be"),
     ({"refuses": [{"kinds": ["dspark"], "when": "1", "error": "E", "message": "m", "at": "start-up"}]},
      "refuses: unknown key\\(s\\) when"),
+    ({"draft_weights": {"lm_head": {"policy": "shared"}}}, "draft_weights.lm_head: needs policy"),
+    ({"draft_weights": {"norm": {"policy": "own"}}}, "draft_weights: unknown weight 'norm'"),
+    ({"draft_weights": ["target"]}, "draft_weights: a JSON object"),
 ])
 def test_malformed_convention_files_are_rejected_naming_file_and_key(tmp_path, over, message):
     f = tmp_path / "bad.json"
@@ -374,3 +377,15 @@ def test_a_target_install_finds_its_convention_files(tmp_path):
     assert out.returncode == 0 and out.stdout.strip() == str(target / "share/eagle-audit/probes"), out.stderr
     assert sorted(p.name for p in Path(out.stdout.strip()).glob("*.json")) == sorted(
         p.name for p in (root / "probes").glob("*.json"))
+
+
+def test_draft_weights_are_kept(tmp_path):
+    """``draft_weights``: how an engine release loads an EAGLE-3 draft's own embed_tokens / lm_head (vLLM before
+    PR #28549 replaced them with the target's when the shapes agreed; probed by eagle_audit/probe/vllm_release.py)."""
+    f = tmp_path / "old.json"
+    weights = {"embed_tokens": {"policy": "target_if_same_shape", "source": "eagle.py:873"},
+               "lm_head": {"policy": "own_if_in_checkpoint", "source": "eagle.py:1093"}}
+    f.write_text(json.dumps(minimal(draft_weights=weights)))
+    assert load_convention_file(f).draft_weights == weights
+    f.write_text(json.dumps(minimal()))
+    assert load_convention_file(f).draft_weights is None
