@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -367,6 +368,37 @@ def is_full(item) -> bool:
 
 
 def pytest_collection_modifyitems(config, items):
+    _select_tier(config, items)
+    if _is_worker(config):
+        _group_for_workers(config, items)
+
+
+def _group_for_workers(config, items) -> None:
+    """Mark each test with its xdist group (its file; tests/realvllm/ as one) and order the groups longest first
+    (the last run's seconds per file, else HEAVY_FIRST), each group's tests in their own order. Every worker sorts
+    the same collection the same way, as xdist requires."""
+    from tests import durations
+
+    root = Path(str(config.rootpath)).resolve()
+    seconds = durations.group_seconds()
+    rel = {id(item): Path(str(item.path)).resolve().relative_to(root).as_posix() for item in items}
+    files = sorted(set(rel.values()))
+    weight: dict[str, float] = {}
+    for r in files:
+        if seconds:
+            w = seconds.get(r, 0.0)
+        else:
+            w = float(len(HEAVY_FIRST) - next((k for k, p in enumerate(HEAVY_FIRST) if r.startswith(p)), len(HEAVY_FIRST)))
+        weight[_group(r)] = weight.get(_group(r), 0.0) + w
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(_group(rel[id(item)])))
+    first = {}
+    for k, item in enumerate(items):
+        first.setdefault(_group(rel[id(item)]), k)
+    items.sort(key=lambda item: (-weight.get(_group(rel[id(item)]), 0.0), first[_group(rel[id(item)])]))
+
+
+def _select_tier(config, items) -> None:
     full = [item for item in items if is_full(item)]
     for item in full:
         item.add_marker(pytest.mark.full)
@@ -381,6 +413,76 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=drop)
         gone = set(map(id, drop))
         items[:] = [item for item in items if id(item) not in gone]
+
+
+# ----------------------------------------------------------------------------- workers, pre-build, durations
+# (docs/testing.md). pytest-xdist runs the tests on every core (README's command: ``-n auto --dist loadgroup``):
+# a file's tests go to one worker (its module and session fixtures built once there), tests/realvllm/ to one worker
+# as a whole (one real server at a time, shared by the tests asking for its line); the groups that took longest
+# last time start first. A whole-suite --full run pre-builds the shared artefacts (tests/artefacts.py) in parallel
+# before any worker starts, and every run writes the per-test durations (tests/durations.py).
+
+ONE_GROUP = {"tests/realvllm/": "realvllm"}
+#: the order of the groups on a cold cache (no durations from an earlier run): the longest first
+HEAVY_FIRST = ("tests/realvllm/", "tests/fingerprint/test_fingerprint_dflash.py", "tests/trainers/test_real_fixtures.py",
+               "tests/fingerprint/", "tests/accept/", "tests/check/", "tests/trainers/", "tests/served/")
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _whole_suite(config) -> bool:
+    root = Path(str(config.rootpath)).resolve()
+    return all(Path(a.split("::", 1)[0]).resolve() in (root, root / "tests") for a in config.args)
+
+
+def _group(rel: str) -> str:
+    return next((name for prefix, name in ONE_GROUP.items() if rel.startswith(prefix)), rel.split("::", 1)[0])
+
+
+#: the run's durations record (the controller's, or a serial run's): test -> seconds per phase, artefacts, wall
+_RUN: dict = {}
+
+
+def pytest_sessionstart(session):
+    config = session.config
+    if not _is_worker(config):
+        _RUN["record"] = {"tests": {}, "artefacts": [], "start": time.time()}
+    if _is_worker(config) or not config.getoption("--full") or not _whole_suite(config) \
+            or os.environ.get("EAGLE_AUDIT_PREBUILD", "1") == "0":
+        return
+    from tests import artefacts
+
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    say = tr.write_line if tr else print
+    t0 = time.perf_counter()
+    say("pre-building the shared test artefacts (tests/artefacts.py; EAGLE_AUDIT_PREBUILD=0 to skip)")
+    _RUN["record"]["artefacts"] = artefacts.prebuild(log=say)
+    _RUN["record"]["prebuild_wall"] = round(time.perf_counter() - t0, 1)
+
+
+def pytest_runtest_logreport(report):
+    rec = _RUN.get("record")
+    if rec is not None:
+        t = rec["tests"].setdefault(report.nodeid, {})
+        t[report.when] = round(report.duration, 3)
+        if report.when == "call" or report.outcome != "passed":
+            t["outcome"] = report.outcome
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    rec = _RUN.pop("record", None)
+    if rec is None:
+        return
+    from tests import durations
+
+    rec.update(wall=round(time.time() - rec.pop("start"), 1), exitstatus=int(exitstatus),
+               workers=getattr(config.option, "numprocesses", None) or 1, args=list(config.args),
+               full=bool(config.getoption("--full")))
+    if rec["tests"]:
+        durations.write(rec)
 
 
 @pytest.fixture(scope="session")

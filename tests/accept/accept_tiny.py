@@ -31,6 +31,23 @@ def tiny_target(tiny_target_dir):
     return load_target(str(tiny_target_dir))
 
 
+def build_smol_canary(target, cache: Path) -> Path:
+    """The SmolLM2 canary on :data:`SMOL_BOUNDARIES` (short schedule: built-in prompts 9-16, 96 new tokens) under
+    ``cache``, trained where missing (tests/artefacts.py ``smol-canary`` keys it by this file)."""
+    from eagle_audit.accept.canary import CanaryOptions, train_canary
+    from eagle_audit.prompts import encode, load_prompts
+
+    out = cache / f"test-canary-smol-v{SMOL_CANARY_VERSION}"
+    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
+        return out
+    ids = encode(load_prompts(None)[8:16], target.tokenizer)
+    tmp = out.with_name(out.name + ".tmp")
+    train_canary(target, ids, CanaryOptions(boundaries=SMOL_BOUNDARIES, epochs=30, max_new_tokens=96,
+                                            draft_vocab=2048, lr=3e-3, batch_size=2), tmp)
+    tmp.rename(out)
+    return out
+
+
 def tiny_prompts(n: int, seed: int = 0) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed)
     return [torch.randint(0, 256, (4 + i % 20,), generator=g).tolist() for i in range(n)]

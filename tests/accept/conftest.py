@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.accept.accept_tiny import SMOL_BOUNDARIES, SMOL_CANARY_VERSION, TINY_BOUNDARIES, tiny_prompts
+from tests.accept.accept_tiny import TINY_BOUNDARIES, build_smol_canary, tiny_prompts
 from tests.accept.accept_tiny import tiny_target, tiny_target_dir  # noqa: F401  (fixtures, shared with tests/runtime/)
 
 
@@ -39,15 +39,9 @@ def smol_target():
 
 @pytest.fixture(scope="session")
 def smol_canary(smol_target) -> Path:
-    """A SmolLM2 canary on [2, 15, 27], short schedule (built-in prompts 9-16, 96 new tokens)."""
-    from eagle_audit.accept.canary import CanaryOptions, train_canary
-    from eagle_audit.prompts import encode, load_prompts
-    out = _canary_cache() / f"test-canary-smol-v{SMOL_CANARY_VERSION}"
-    if (out / "config.json").is_file() and (out / "model.safetensors").is_file():
-        return out
-    ids = encode(load_prompts(None)[8:16], smol_target.tokenizer)
-    tmp = out.with_name(out.name + ".tmp")
-    train_canary(smol_target, ids, CanaryOptions(boundaries=SMOL_BOUNDARIES, epochs=30, max_new_tokens=96,
-                                                 draft_vocab=2048, lr=3e-3, batch_size=2), tmp)
-    tmp.rename(out)
-    return out
+    """A SmolLM2 canary on [2, 15, 27], short schedule (built-in prompts 9-16, 96 new tokens): the test artefact
+    ``smol-canary`` (tests/artefacts.py), built once."""
+    from tests import artefacts
+
+    artefacts.ensure("smol-canary")
+    return build_smol_canary(smol_target, _canary_cache())

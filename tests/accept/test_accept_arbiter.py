@@ -312,6 +312,9 @@ def dflash_canary(smol_target, audit_cache):
     DFlash training, block 4: 3 drafts a verify), from the test cache."""
     from tests.fingerprint.dflash_canary import train_dflash_canary
 
+    from tests import artefacts
+
+    artefacts.ensure("dflash-canary-2-15-27")
     return train_dflash_canary(smol_target, audit_cache, "2-15-27", log=lambda m: None)
 
 

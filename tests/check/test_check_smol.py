@@ -20,6 +20,9 @@ def canaries(smollm2, audit_cache):
     from tests.fingerprint.fp_canaries import train_all
 
     torch.set_num_threads(1)
+    from tests import artefacts
+
+    artefacts.ensure("fp-canaries")
     return train_all(smollm2, audit_cache, log=lambda m: None)
 
 

@@ -28,6 +28,9 @@ def fp_threads():
 
 @pytest.fixture(scope="session")
 def fp_canaries(smollm2, audit_cache, fp_threads) -> dict[str, Path]:
+    from tests import artefacts
+
+    artefacts.ensure("fp-canaries")  # built once, keyed by its code (tests/artefacts.py)
     return train_all(smollm2, audit_cache, log=lambda m: None)
 
 

@@ -34,6 +34,10 @@ NEAR = 2
 
 @pytest.fixture(scope="module")
 def dflash_canary(smollm2, audit_cache, fp_threads):
+    from tests import artefacts
+
+    for name in CANARIES:
+        artefacts.ensure(f"dflash-canary-{name}")
     return {name: train_dflash_canary(smollm2, audit_cache, name, log=lambda m: None) for name in CANARIES}
 
 

@@ -24,6 +24,9 @@ def dspark(smollm2, audit_cache, fp_threads):
     from eagle_audit.fingerprint.corpus import prepare_corpus
     from eagle_audit.prompts import encode, load_prompts
 
+    from tests import artefacts
+
+    artefacts.ensure("dspark-canary")
     canary = train_dspark_canary(smollm2, audit_cache, log=lambda m: None)
     corpus = prepare_corpus(smollm2, encode(load_prompts(None)[8:10], smollm2.tokenizer), 24)
     return canary, corpus

