@@ -14,7 +14,7 @@ class is :class:`ApiModule`, whose call is the function of :mod:`eagle_audit.api
 import sys as _sys
 import types as _types
 
-__version__ = "0.1.0"
+from .version import __version__
 
 _API = {"audit_layers": ".api", "accept_rate": ".api", "load_target": ".api",
         "State": ".states", "AuditError": ".errors"}

@@ -6,7 +6,7 @@ import platform
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from . import __version__
+from .version import __version__
 from .conventions import Convention, get_convention
 
 

@@ -10,11 +10,13 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "eagle_audit"
+#: the root package (eagle_audit/__init__.py) stands on the top floor: its lazy exports reach the API
+ROOT = "(root)"
 #: docs/layout.md's order, from the ground up: a module imports only from its own floor or below ...
-FLOORS = (("errors", "cache", "threads", "terminal"), ("states", "expr", "kinds", "jsonfile", "target", "outputs", "demo"),
+FLOORS = (("version", "errors", "cache", "threads", "terminal"), ("states", "expr", "kinds", "jsonfile", "target", "outputs", "demo"),
           ("conventions", "capture", "prompts"), ("source", "draft", "probe", "engines"), ("resolution", "provenance"),
           ("runtime",), ("simulate",), ("inputs",), ("accept", "layers"), ("fingerprint", "served", "report"), ("check",),
-          ("api", "cli"))
+          ("api", "cli", ROOT))
 #: ... except these, each inside one function (docs/layout.md says why)
 UPWARD = {("eagle_audit.inputs", "eagle_audit.fingerprint.measured"), ("eagle_audit.layers.run", "eagle_audit.served.run")}
 #: what eagle_audit/source/ may import, each with what lies under it (docs/layout.md: the seam stands below every
@@ -156,7 +158,7 @@ def test_the_seam_imports_nothing_above_it():
 def test_every_import_goes_down_but_the_two_named():
     graph = imports()
     floor = {name: i for i, names in enumerate(FLOORS) for name in names}
-    part = {m: m.split(".")[1] for m in graph if m != "eagle_audit"}
+    part = {m: m.split(".")[1] if m != "eagle_audit" else ROOT for m in graph}
     unplaced = sorted({p for p in part.values() if p not in floor})
     assert not unplaced, f"not in docs/layout.md's order (and FLOORS here): {unplaced}"
     up = {(m, t): k for m, e in graph.items() if m in part for t, k in e.items()
@@ -164,6 +166,14 @@ def test_every_import_goes_down_but_the_two_named():
     named = {(m, t) for m, t in up if any(m == a and (t == b or (b + ".").startswith(t + ".")) for a, b in UPWARD)}
     assert set(up) - named == set(), sorted(f"{m} -> {t} ({up[m, t]})" for m, t in set(up) - named)
     assert all(up[e] == "lazy" for e in named)  # inside a function, as docs/layout.md says
+
+
+def test_the_root_package_is_imported_by_no_module_and_imports_only_the_version_at_load():
+    """``import eagle_audit`` stays light (its API is lazy, eagle_audit/__init__.py), and no module below reaches the
+    top floor through it: the version is on the ground floor (eagle_audit/version.py)."""
+    graph = imports()
+    assert sorted(m for m, e in graph.items() if "eagle_audit" in e) == []
+    assert {t for t, k in graph["eagle_audit"].items() if k == "top"} == {"eagle_audit.version"}
 
 
 def test_the_checker_sees_a_cycle():

@@ -140,7 +140,7 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
     ordered = tuple(stages[n] for n in STAGES)
     verdict = combine(ordered, gate)
     src = {"spec": source.spec.to_json(), "counts": asdict(source.counts)} if source is not None else None
-    from .. import __version__
+    from ..version import __version__
 
     prov = {"eagle_audit": __version__, "command": opts.command}
     return CheckResult(verdict, ordered, src, gate.to_json(), prov)

@@ -22,7 +22,7 @@ app = typer.Typer(cls=Group, add_completion=False, rich_markup_mode=None, no_arg
 
 def _print_version(value: bool) -> None:
     if value:
-        from .. import __version__
+        from ..version import __version__
 
         typer.echo(f"eagle-audit {__version__}")
         raise typer.Exit()

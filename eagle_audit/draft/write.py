@@ -115,7 +115,7 @@ def write_canary(out_dir: str | Path, config: Mapping[str, Any], state_dict: Map
     """A draft written by ``train-canary``: :func:`write_draft` plus the marker file that lets a later
     run replace it (:func:`eagle_audit.outputs.check_canary_out`). A new or empty directory is built
     under a temporary name and renamed into place, so a killed run leaves no half canary."""
-    from .. import __version__
+    from ..version import __version__
     from ..outputs import mark_canary, new_directory
 
     out = Path(out_dir)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .. import __version__
+from ..version import __version__
 from ..conventions import SCHEMA, Convention, parse_convention
 from ..conventions.draft_classes import loader_json
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import __version__
+from ..version import __version__
 from ..conventions import SCHEMA, Convention, parse_convention
 from ..errors import AuditError, param
 from .emit import to_convention_data

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any, Mapping
 
-from .. import __version__
+from ..version import __version__
 from ..layers.result import CODES
 from . import figures
 from .acceptance import AcceptView, accept_view, as_dict, as_list, label, number
