@@ -34,9 +34,9 @@ PROBERS: dict[str, Callable[..., ProbeResult]] = {
     "sglang": probe_sglang, "vllm": probe_vllm, "vllm-v1": probe_vllm_v1,
     # DFlash / DSpark drafts: eagle_audit/probe/block.py
     "sglang-dflash": functools.partial(probe_block, "dflash"), "sglang-dspark": functools.partial(probe_block, "dspark"),
-    "vllm-dflash": probe_vllm_block}
+    "vllm-dflash": probe_vllm_block, "vllm-v1-dflash": functools.partial(probe_vllm_block, runner="v1")}
 #: Engines whose Python package is named differently from the engine.
-PACKAGES = {"vllm-v1": "vllm", "vllm-dflash": "vllm", "sglang-dflash": "sglang", "sglang-dspark": "sglang"}
+PACKAGES = {"vllm-v1": "vllm", "vllm-dflash": "vllm", "vllm-v1-dflash": "vllm", "sglang-dflash": "sglang", "sglang-dspark": "sglang"}
 
 
 def probe_engine(engine: str, source: str | os.PathLike | None = None) -> ProbeResult:

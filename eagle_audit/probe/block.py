@@ -309,56 +309,99 @@ VLLM_WIDTH_ERROR = ("DFlash drafter expects {expected} concatenated aux hidden f
                     "target model (incompatible draft/target pair).")
 
 
-def probe_vllm_block(source: str | os.PathLike | None = None) -> ProbeResult:
-    """vLLM's rules for DFlash and DSpark drafts: the EAGLE-3 capture and id reader (vLLM feeds every
-    aux-state draft through ``get_eagle3_aux_layers_from_config``, which already reads the DFlash / DSpark
-    places with their +1 and the ``deepseek_v41`` exception), plus what differs for these drafts, located in
-    the wheel and cited: the speculators DFlash loader's id mapping, the draft's fc width and its width error,
-    and Qwen3-Omni's DSpark checks."""
-    from .vllm import probe_vllm
+def _maybe(tree, filename: str, needle: str, notes: list[str], what: str, version: str) -> Site | None:
+    """:func:`_find`, or None with a "not read" note naming the file and the release."""
+    try:
+        return _find(tree, filename, needle)
+    except BadSource:
+        notes.append(f"not read in vLLM {version}: {what} ({filename} holds no `{needle}`)")
+        return None
 
-    result = probe_vllm(source)
+
+def probe_vllm_block(source: str | os.PathLike | None = None, runner: str = "v2") -> ProbeResult:
+    """vLLM's rules for DFlash and DSpark drafts: the EAGLE-3 capture and id reader (vLLM feeds every
+    aux-state draft through the runner's EAGLE-3 ids reader, which reads the DFlash / DSpark places with their
+    +1 and the ``deepseek_v41`` exception where the release does), plus what differs for these drafts, located
+    in the wheel and cited: the speculators DFlash loader's id mapping, the draft's fc width and its width error,
+    and Qwen3-Omni's DSpark checks. ``runner``: "v2" (``vllm-dflash``) or "v1" (``vllm-v1-dflash``). A fact a
+    release's files do not hold is left out with a note; a release without ``qwen3_dflash.py`` serves no DFlash
+    draft (:class:`~eagle_audit.probe.vllm.NotServed`)."""
+    from .vllm import NotServed, probe_vllm
+
+    result = probe_vllm(source, runner=runner)
     tree = locate("vllm", source, extra_names=(VLLM_IDS,), extra_root="v1",
                   model_dirs=("model_executor/models", "config", "transformers_utils/configs/speculators"))
-    width = _find(tree, VLLM_DFLASH, "DFlash drafter expects {expected} concatenated aux hidden")
-    fc = _find(tree, VLLM_DFLASH, "num_features_to_use = len(aux_layers) if aux_layers else config.num_hidden_layers")
-    loader = _find(tree, VLLM_ALGOS, 'pre_trained_config["eagle_aux_hidden_state_layer_ids"] = aux_layer_ids')
-    loader_t = _find(tree, VLLM_ALGOS, '"target_layer_ids": [i - 1 for i in aux_layer_ids],')
-    omni_archs, omni_site = _frozenset_literal(tree, VLLM_SPECULATIVE, "_QWEN3_OMNI_TARGET_ARCHITECTURES")
-    omni_order = _find(tree, VLLM_SPECULATIVE, 'draft_hf_config, "dflash_config", "target_layer_ids"')
-    omni_inc = _find(tree, VLLM_SPECULATIVE, "if list(target_layer_ids) != sorted(set(target_layer_ids)):")
-    omni_rng = _find(tree, VLLM_SPECULATIVE, "if target_layer_ids[0] < 0 or target_layer_ids[-1] >= target_num_layers:")
-    reads = [{"place": "aux_hidden_state_layer_ids", "shift": 0, "empty": "absent", "only_with": "speculators_model_type"}] + [dict(r) for r in result.id_reads or ()]
-    omni_checks = [
-        {"when": "len(ids) == 0", "error": "ValueError", "at": "start-up", "as_read": True, "source": omni_order.short(),
-         "message": "Qwen3-Omni DSpark requires a non-empty target_layer_ids list in the draft config."},
-        {"when": "list(ids) != sorted(set(ids))", "error": "ValueError", "at": "start-up", "as_read": True,
-         "source": omni_inc.short(),
-         "message": "Qwen3-Omni DSpark target_layer_ids must be unique and strictly increasing."},
-        {"when": "min(ids) < 0 or max(ids) >= N", "error": "ValueError", "at": "start-up", "as_read": True,
-         "source": omni_rng.short(),
-         "message": "Qwen3-Omni DSpark target_layer_ids must be zero-based text-layer indices in [0, N-1]."}]
-    notes = [
-        "vLLM serves DFlash and DSpark drafts through the EAGLE-3 machinery: the ids are those of "
-        "get_eagle3_aux_layers_from_config (top-level eagle_aux_hidden_state_layer_ids verbatim, else "
-        "dflash_config.target_layer_ids +1, else dspark_target_layer_ids +1 (verbatim for model_type deepseek_v41), "
-        "else target_layer_ids +1, else the layer_ids keys); none: the target model's EAGLE-3 default "
-        "[2, N//2, N-3], whatever the draft's depth.",
-        f"A speculators DFlash config (speculators_model_type dflash) is loaded with eagle_aux_hidden_state_layer_ids "
-        f"= aux_hidden_state_layer_ids ({loader.short()}) and dflash_config.target_layer_ids = aux - 1 "
-        f"({loader_t.short()}, vLLM PR #40727): its aux ids are read first, verbatim.",
-        f"The DFlash draft sizes fc for len(those ids), else its own num_hidden_layers ({fc.short()}), and raises "
-        f"ValueError at the first forward when the target hands it another width ({width.short()}).",
-        f"Qwen3-Omni targets ({', '.join(omni_archs)}, {omni_site.short()}) check a DSpark draft's ids as read "
-        f"(dflash_config.target_layer_ids, else dspark_target_layer_ids, else target_layer_ids; {omni_order.short()}): "
-        "non-empty, strictly increasing, 0..N-1. Modelled for the place the capture reads; the check's own "
-        "place order is noted, not modelled.",
-    ]
-    extra = {"draft_kinds": ["dflash", "dspark"], "title": "vLLM (DFlash / DSpark drafts, V2 model runner)",
-             "width_check": {"error": "ValueError", "message": VLLM_WIDTH_ERROR, "at": "first forward",
-                             "source": f"{width.short()} (Qwen3DFlashForCausalLM.combine_hidden_states)"},
-             "aux_count_from": [r["place"] for r in reads] + ["num_hidden_layers", 3],
-             "_arch_checks": {"targets": list(omni_archs), "name": "qwen3_omni", "id_checks": omni_checks},
-             "notes": notes}
-    return replace(result, name="vllm-dflash", id_reads=tuple(reads), ids_from=tuple(r["place"] for r in reads),
-                   extra=extra)
+    version = result.version
+    if not tree.find(VLLM_DFLASH):
+        raise NotServed(f"{tree.origin}: vLLM {version} serves no DFlash draft (no {VLLM_DFLASH} in "
+                        "model_executor/models)")
+    missing: list[str] = []
+    width = _maybe(tree, VLLM_DFLASH, "DFlash drafter expects {expected} concatenated aux hidden", missing,
+                   "the draft's width check", version)
+    fc = _maybe(tree, VLLM_DFLASH, "num_features_to_use = len(aux_layers) if aux_layers else config.num_hidden_layers",
+                missing, "how the draft sizes fc from the ids", version)
+    loader = _maybe(tree, VLLM_ALGOS, 'pre_trained_config["eagle_aux_hidden_state_layer_ids"] = aux_layer_ids', missing,
+                    "the speculators DFlash loader", version)
+    loader_t = _maybe(tree, VLLM_ALGOS, '"target_layer_ids": [i - 1 for i in aux_layer_ids],', missing,
+                      "the speculators DFlash loader's target_layer_ids = aux - 1", version)
+    omni_archs, omni_site = _frozenset_literal(tree, VLLM_SPECULATIVE, "_QWEN3_OMNI_TARGET_ARCHITECTURES") \
+        if any("_QWEN3_OMNI_TARGET_ARCHITECTURES" in tree.files[p] for p in tree.find(VLLM_SPECULATIVE)) else ((), None)
+    if omni_site is None:
+        missing.append(f"not read in vLLM {version}: Qwen3-Omni DSpark checks ({VLLM_SPECULATIVE} holds no "
+                       "_QWEN3_OMNI_TARGET_ARCHITECTURES)")
+    reads = [dict(r) for r in result.id_reads or ()]
+    if loader is not None:
+        reads.insert(0, {"place": "aux_hidden_state_layer_ids", "shift": 0, "empty": "absent",
+                         "only_with": "speculators_model_type"})
+    ids_text = ", else ".join(f"{r['place']}{' +1' if r.get('shift') else ' verbatim'}"
+                              + (f" (verbatim for model_type {', '.join(r['verbatim_model_types'])})"
+                                 if r.get("verbatim_model_types") else "")
+                              + (f" (skipped when {r['unless_truthy']} is non-empty)" if r.get("unless_truthy") else "")
+                              for r in result.id_reads or ()) or "none"
+    notes = [f"vLLM {version} serves DFlash{' and DSpark' if not any(r['kinds'] == ['dspark'] for r in (result.extra or {}).get('refuses', ())) else ''} "
+             f"drafts through the EAGLE-3 machinery of its {runner.upper()} runner: the ids are those of its EAGLE-3 "
+             f"ids reader ({ids_text}); none: the target model's EAGLE-3 default [2, N//2, N-3], whatever the "
+             "draft's depth."]
+    if loader is not None:
+        notes.append(f"A speculators DFlash config (speculators_model_type dflash) is loaded with "
+                     f"eagle_aux_hidden_state_layer_ids = aux_hidden_state_layer_ids ({loader.short()})"
+                     + (f" and dflash_config.target_layer_ids = aux - 1 ({loader_t.short()}, vLLM PR #40727)"
+                        if loader_t else "") + ": its aux ids are read first, verbatim.")
+    if fc is not None and width is not None:
+        notes.append(f"The DFlash draft sizes fc for len(those ids), else its own num_hidden_layers ({fc.short()}), "
+                     f"and raises ValueError at the first forward when the target hands it another width "
+                     f"({width.short()}).")
+    extra = {"draft_kinds": ["dflash", "dspark"],
+             "title": f"vLLM (DFlash / DSpark drafts, {'V2' if runner == 'v2' else 'V1'} model runner)",
+             "aux_count_from": [r["place"] for r in reads] + ["num_hidden_layers", 3]}
+    refuses = list((result.extra or {}).get("refuses", ()))
+    if refuses:
+        extra["refuses"] = refuses
+    if width is not None:
+        extra["width_check"] = {"error": "ValueError", "message": VLLM_WIDTH_ERROR, "at": "first forward",
+                                "source": f"{width.short()} (Qwen3DFlashForCausalLM.combine_hidden_states)"}
+    if omni_site is not None:
+        omni_order = _find(tree, VLLM_SPECULATIVE, 'draft_hf_config, "dflash_config", "target_layer_ids"')
+        omni_inc = _find(tree, VLLM_SPECULATIVE, "if list(target_layer_ids) != sorted(set(target_layer_ids)):")
+        omni_rng = _find(tree, VLLM_SPECULATIVE,
+                         "if target_layer_ids[0] < 0 or target_layer_ids[-1] >= target_num_layers:")
+        omni_checks = [
+            {"when": "len(ids) == 0", "error": "ValueError", "at": "start-up", "as_read": True,
+             "source": omni_order.short(),
+             "message": "Qwen3-Omni DSpark requires a non-empty target_layer_ids list in the draft config."},
+            {"when": "list(ids) != sorted(set(ids))", "error": "ValueError", "at": "start-up", "as_read": True,
+             "source": omni_inc.short(),
+             "message": "Qwen3-Omni DSpark target_layer_ids must be unique and strictly increasing."},
+            {"when": "min(ids) < 0 or max(ids) >= N", "error": "ValueError", "at": "start-up", "as_read": True,
+             "source": omni_rng.short(),
+             "message": "Qwen3-Omni DSpark target_layer_ids must be zero-based text-layer indices in [0, N-1]."}]
+        extra["_arch_checks"] = {"targets": list(omni_archs), "name": "qwen3_omni", "id_checks": omni_checks}
+        notes.append(
+            f"Qwen3-Omni targets ({', '.join(omni_archs)}, {omni_site.short()}) check a DSpark draft's ids as read "
+            f"(dflash_config.target_layer_ids, else dspark_target_layer_ids, else target_layer_ids; "
+            f"{omni_order.short()}): non-empty, strictly increasing, 0..N-1. Modelled for the place the capture "
+            "reads; the check's own place order is noted, not modelled.")
+    extra["notes"] = notes + [n for n in (result.extra or {}).get("notes", ()) if not n.startswith("refuses:")] \
+        + missing
+    name = "vllm-dflash" if runner == "v2" else "vllm-v1-dflash"
+    return replace(result, name=name, id_reads=tuple(reads), ids_from=tuple(r["place"] for r in reads), extra=extra)

@@ -162,6 +162,50 @@ def _contains(tree: ast.AST, node: ast.AST) -> bool:
     return any(n is node for n in ast.walk(tree))
 
 
+def _assigned(stmts: list[ast.stmt]) -> set[str]:
+    return {t.id for st in stmts for n in ast.walk(st) if isinstance(n, ast.Assign) for t in n.targets
+            if isinstance(t, ast.Name)}
+
+
+def _later_overrides(fn: ast.FunctionDef, entries: list[tuple[int, dict]],
+                     bound: dict[str, set[str]]) -> list[tuple[int, dict]]:
+    """Sibling ``if`` statements that assign the same variable: a later one whose test starts with a sub-config
+    (``if eagle_config and isinstance(eagle_config, dict): layer_ids = eagle_config.get(...)``) overrides the
+    earlier ones whenever that sub-config is truthy. Its reads are moved first, and the earlier siblings' reads
+    are skipped when it is truthy (``unless_truthy``): vLLM's V1 runner from 0.22.0, where a non-empty
+    ``eagle_config`` overrides the DFlash ids even when it holds no ids."""
+    for body in (getattr(n, "body", None) for n in ast.walk(fn)):
+        if not isinstance(body, list):
+            continue
+        ifs = [st for st in body if isinstance(st, ast.If)]
+        for j, later in enumerate(ifs):
+            head = later.test.values[0] if isinstance(later.test, ast.BoolOp) and isinstance(later.test.op, ast.And) \
+                else later.test
+            config = sorted(bound.get(head.id, ())) if isinstance(head, ast.Name) else []
+            if len(config) != 1 or later.orelse:
+                continue
+            shared = _assigned(later.body)
+            earlier = [st for st in ifs[:j] if _assigned(st.body) & shared]
+            inside = lambda line, st: st.lineno <= line <= (st.end_lineno or st.lineno)  # noqa: E731
+            moved = [(ln, e) for ln, e in entries if inside(ln, later)]
+            if not earlier or not moved:
+                continue
+            first = min(ln for ln, e in entries if any(inside(ln, st) for st in earlier)) \
+                if any(inside(ln, st) for ln, _ in entries for st in earlier) else None
+            if first is None:
+                continue
+            out = []
+            for ln, e in entries:
+                if any(inside(ln, st) for st in earlier):
+                    e = {**e, "unless_truthy": config[0]}
+                if ln == first:
+                    out.extend((ln, m) for _, m in moved)
+                if not inside(ln, later):
+                    out.append((ln, e))
+            return out
+    return entries
+
+
 def read_id_places(path: str, text: str, function: str) -> tuple[tuple[dict, ...], Site] | None:
     """The ``ids_from`` entries (dicts: place, shift, empty[, verbatim_model_types]) ``function`` reads, in
     source order, and its site; None when it reads none."""
@@ -250,6 +294,7 @@ def read_id_places(path: str, text: str, function: str) -> tuple[tuple[dict, ...
     if not entries:
         return None
     entries.sort(key=lambda e: e[0])
+    entries = _later_overrides(fn, entries, bound)
     out: list[dict] = []
     for _, e in entries:
         if e["place"] not in [o["place"] for o in out]:

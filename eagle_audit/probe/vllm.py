@@ -36,6 +36,7 @@ import re
 from dataclasses import replace
 
 from ..errors import InputNotFound
+from . import vllm_release as release
 from .ids_reader import read_id_places, read_ids_from
 from .modules import ClassInfo, ModuleIndex
 from .results import (DELEGATING_UNRESOLVED, SUPPORTED, UNRECOGNISED, UNSUPPORTED, ArchResult, ProbedCase, ProbedRule, ProbeResult,
@@ -55,15 +56,21 @@ IDS_READERS = {
     "v1": ("vllm/v1/worker/gpu_model_runner.py", "_get_eagle3_aux_layers_from_config"),
 }
 ENGINES = {"v2": "vllm", "v1": "vllm-v1"}
+#: runner -> the file whose absence means the release has no such runner (0.34.0 has no V1 runner)
+RUNNER_FILES = {"v2": "vllm/v1/worker/gpu/model_runner.py", "v1": "vllm/v1/worker/gpu_model_runner.py"}
 SETTER = "set_aux_hidden_state_layers"
-DEFAULT = "get_eagle3_default_aux_hidden_state_layers"
+#: the model's default ids: ``get_eagle3_aux_hidden_state_layers`` up to 0.17, renamed from 0.18.0
+DEFAULTS = ("get_eagle3_default_aux_hidden_state_layers", "get_eagle3_aux_hidden_state_layers")
+DEFAULT = DEFAULTS[0]
 # model files worth parsing: the rest cannot take part in EAGLE-3 capture
 _MARKERS = ("SupportsEagle3", "EagleModelMixin", SETTER, "aux_hidden_state_layers")
 
 
 def _load(source: str | os.PathLike | None) -> SourceTree:
-    tree = locate(PACKAGE, source, extra_names=tuple(f.rsplit("/", 1)[-1] for f, _ in IDS_READERS.values()),
-                  model_dirs=("model_executor/models", "models"), extra_root="v1")
+    names = {p.rsplit("/", 1)[-1] for p in (*(f for f, _ in IDS_READERS.values()), *RUNNER_FILES.values(),
+                                            *release.WEIGHT_FILES)}
+    tree = locate(PACKAGE, source, extra_names=tuple(sorted(names)), model_dirs=("model_executor/models", "models"),
+                  extra_root="v1", extra_paths=release.EXTRA_PATHS)
     if REGISTRY not in tree.files:
         raise InputNotFound(f"{tree.origin}: no vllm source (expected {REGISTRY})")
     return tree
@@ -98,9 +105,49 @@ def read_version(src: SourceTree) -> str:
 # ---------------------------------------------------------------------------------------------- ids
 
 
+class NotServed(InputNotFound):
+    """The release has no such runner, or its runner serves no EAGLE-3 draft: nothing to probe (exit 2)."""
+
+
+def _runner_present(src: SourceTree, runner: str) -> None:
+    """Raise :class:`NotServed` when ``runner`` does not exist in this release, or (V2) never sets aux layers."""
+    version = read_version(src)
+    reader = IDS_READERS[runner][0]
+    if not any(f in src.files for f in RUNNER_FILES.values()):
+        return  # a partial tree (model files only): nothing says which runners the release has
+    if MODELS + "llama_eagle3.py" not in src.files:
+        raise NotServed(f"{src.origin}: vLLM {version} serves no EAGLE-3 draft (no {MODELS}llama_eagle3.py)")
+    if runner == "v1" and RUNNER_FILES["v1"] not in src.files:
+        raise NotServed(f"{src.origin}: vLLM {version} has no V1 model runner ({RUNNER_FILES['v1']} not in this "
+                        "source): probe vllm (the V2 runner) instead")
+    if runner == "v2" and reader not in src.files:
+        if RUNNER_FILES["v2"] not in src.files:
+            raise NotServed(f"{src.origin}: vLLM {version} has no V2 model runner ({RUNNER_FILES['v2']} not in this "
+                            "source): probe vllm-v1 instead")
+        raise NotServed(f"{src.origin}: vLLM {version}'s V2 model runner (opt-in, VLLM_USE_V2_MODEL_RUNNER=1) never "
+                        f"sets aux hidden-state layers ({reader} not in this source; {RUNNER_FILES['v2']} reads no "
+                        "EAGLE-3 ids): it serves no EAGLE-3 draft; probe vllm-v1 instead")
+
+
+def _fixed_default_call(src: SourceTree, path: str) -> Site | None:
+    """``self.model.set_aux_hidden_state_layers(self.model.get_eagle3_aux_hidden_state_layers())`` in ``path``:
+    the runner hands the model's own default to the setter and reads no draft ids (vLLM up to 0.11)."""
+    try:
+        tree = parse_python(src.files[path], filename=path)
+    except SyntaxError:
+        return None
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == SETTER and len(n.args) == 1 \
+                and isinstance(n.args[0], ast.Call) and isinstance(n.args[0].func, ast.Attribute) \
+                and n.args[0].func.attr in DEFAULTS:
+            return Site(path, n.lineno, n.end_lineno)
+    return None
+
+
 def read_ids(src: SourceTree, runner: str) -> tuple[tuple[str, ...] | None, Site | None, str | None]:
     """(places, site, problem): where ``runner`` reads the draft's ids; ``problem`` names file:line when
-    the reader exists but its shape is not recognised."""
+    the reader exists but its shape is not recognised. ``places`` is empty when the runner reads no ids at
+    all (it hands the model's default to the setter; ``site`` is that call)."""
     path, function = IDS_READERS[runner]
     text = src.files.get(path)
     if text is None:
@@ -112,7 +159,10 @@ def read_ids(src: SourceTree, runner: str) -> tuple[tuple[str, ...] | None, Site
     fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
                and n.name == function), None)
     if fn is None:
-        return None, None, f"{path}: no function {function}"
+        fixed = _fixed_default_call(src, path)
+        if fixed is not None:
+            return (), fixed, None
+        return None, None, f"{path}: no function {function}, and no {SETTER}(<the model's default>) call"
     found = read_ids_from(path, text, function)
     if not found:
         return None, None, f"{path}:{fn.lineno}: {function} reads no eagle_aux_hidden_state_layer_ids or " \
@@ -179,6 +229,15 @@ def _where(site: Site) -> str:
 def _method(cls: ClassInfo, name: str) -> ast.FunctionDef | None:
     fn = cls.method(name)
     return fn if isinstance(fn, ast.FunctionDef) else None
+
+
+def _self_chain(node: ast.expr) -> list[str] | None:
+    """``self.a.b`` -> ["a", "b"]; None when not rooted at ``self``."""
+    out: list[str] = []
+    while isinstance(node, ast.Attribute):
+        out.insert(0, node.attr)
+        node = node.value
+    return out if out and isinstance(node, ast.Name) and node.id == "self" else None
 
 
 def _self_attr(node: ast.expr) -> str | None:
@@ -261,7 +320,8 @@ def read_capture(fn: ast.FunctionDef, path: str) -> tuple[Reach | None, str]:
         return None, f"{path}:{tests[0][0].lineno}: aux_hidden_state_layers tested in an unrecognised shape"
     test, cmp = (before or after)[0]
     adds = [n for st in test.body for n in ast.walk(st) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Add)
-            and {getattr(n.left, "id", None), getattr(n.right, "id", None)} == {"hidden_states", "residual"}]
+            and isinstance(n.left, ast.Name) and isinstance(n.right, ast.Name)
+            and "residual" in (n.left.id, n.right.id) and n.left.id != n.right.id]  # hidden_states (gpt_oss: x)
     guarded = any(isinstance(n, ast.IfExp) for st in test.body for n in ast.walk(st))
     if not adds:
         return None, f"{path}:{test.lineno}: in-loop capture does not add hidden_states + residual"
@@ -426,11 +486,12 @@ class _Prober:
         return replace(reach, how=how), ""
 
     def default(self, cls: ClassInfo) -> tuple[str | None, Site]:
-        found = self.idx.find_method(cls, DEFAULT)
-        if found is not None and isinstance(found[1], ast.FunctionDef):
-            return read_default(found[1], found[0].path)
+        for name in DEFAULTS:
+            found = self.idx.find_method(cls, name)
+            if found is not None and isinstance(found[1], ast.FunctionDef):
+                return read_default(found[1], found[0].path)
         sup = self.interfaces.classes.get("SupportsEagle3")
-        fn = _method(sup, DEFAULT) if sup else None
+        fn = next((f for name in DEFAULTS if sup and (f := _method(sup, name))), None)
         if fn is None:
             return None, Site(INTERFACES, 1)
         return read_default(fn, INTERFACES)
@@ -461,18 +522,29 @@ class _Prober:
                                          f"whose class is built at run time (not resolved statically){via}")
         default, dsite = self.default(cls)
         if default is None:
-            return ArchResult(arch, site, UNRECOGNISED, reason=f"{_where(dsite)}: {DEFAULT} in an unrecognised "
-                              f"shape{via}")
+            return ArchResult(arch, site, UNRECOGNISED, reason=f"{_where(dsite)}: {' / '.join(DEFAULTS)} in an "
+                              f"unrecognised shape{via}")
         if own is not None:
             fn = _method(own, SETTER)
             setter = Site(own.path, fn.lineno, fn.end_lineno)
-            attr = None
+            chain: list[str] = []  # self.model / self.language_model.model (VL wrappers before 0.18)
             for n in ast.walk(fn):
                 if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute) \
-                        and n.targets[0].attr == "aux_hidden_state_layers" and _self_attr(n.targets[0].value) \
+                        and n.targets[0].attr == "aux_hidden_state_layers" \
                         and isinstance(n.value, ast.Name) and n.value.id == fn.args.args[-1].arg:
-                    attr = _self_attr(n.targets[0].value)
-            holder = self._init_attr(own, attr) if attr else None
+                    chain = _self_chain(n.targets[0].value) or []
+            runtime = next((ast.unparse(n.targets[0]) for n in ast.walk(fn) if isinstance(n, ast.Assign)
+                            and len(n.targets) == 1 and isinstance(n.targets[0], ast.Attribute)
+                            and n.targets[0].attr == "aux_hidden_state_layers" and not chain
+                            and "get_language_model()" in ast.unparse(n.targets[0])), None)
+            if runtime is not None:  # VL wrappers before 0.18: the language model is built from text_config
+                return ArchResult(arch, site, DELEGATING_UNRESOLVED, setter=setter,
+                                  reason=f"{_where(setter)}: {runtime} = layers: the language model is built from "
+                                         f"the config's text_config at run time (not resolved statically){via}")
+            holder = self._init_attr(own, chain[0]) if chain else None
+            for link in chain[1:]:
+                holder = self._init_attr(holder, link) if holder is not None else None
+            attr = ".".join(chain)
             if holder is None:
                 return ArchResult(arch, site, UNRECOGNISED, setter=setter,
                                   reason=f"{_where(setter)}: {SETTER} body not recognised (expected "
@@ -480,8 +552,11 @@ class _Prober:
             reach, why = self._holder_reach(holder)
             n_from = f"len(self.{attr}.layers)"
         else:
-            sup = self.interfaces.classes["SupportsEagle3"]
-            fn = _method(sup, SETTER)
+            sup = self.interfaces.classes.get("SupportsEagle3")
+            fn = _method(sup, SETTER) if sup else None
+            if fn is None:
+                return ArchResult(arch, site, UNRECOGNISED, reason=f"{_where(site)} {clsname}: no {SETTER} of its "
+                                  f"own and none in {INTERFACES} SupportsEagle3{via}")
             setter = Site(INTERFACES, fn.lineno, fn.end_lineno)
             holder = self._init_attr(cls, "model")
             if holder is None or not self._eagle_mro(holder):
@@ -501,8 +576,14 @@ class _Prober:
 
 def probe_vllm(source: str | os.PathLike | None = None, runner: str = "v2") -> ProbeResult:
     """Probe vLLM's EAGLE-3 capture rules from ``source`` (a folder or a .whl) or the installed copy;
-    ``runner``: "v2" (the default model runner) or "v1" (VLLM_USE_V2_MODEL_RUNNER=0): where the ids are read."""
+    ``runner``: "v2" (the V2 model runner) or "v1" (the V1 runner, VLLM_USE_V2_MODEL_RUNNER=0): where the ids
+    are read. Besides the rules: what the release refuses (:mod:`.vllm_release`) and how the runner loads a
+    draft's own embed_tokens / lm_head (``refuses``, ``draft_weights``). Raises :class:`NotServed` when the
+    release has no such runner, or its V2 runner serves no EAGLE-3 draft."""
     src = _load(source)
+    _runner_present(src, runner)
+    version = read_version(src)
+    methods = release.read_methods(src)
     prober = _Prober(src)
     archs = [prober.arch(*entry) for entry in prober.registry()]
     places, site, problem = read_ids(src, runner)
@@ -513,9 +594,31 @@ def probe_vllm(source: str | os.PathLike | None = None, runner: str = "v2") -> P
     skipped = list(prober.idx.skipped)
     if problem:
         skipped.append(f"ids reader unrecognised: {problem}")
-    return ProbeResult(engine=ENGINES[runner], version=read_version(src), origin=src.origin, ids_from=places,
+    notes: list[str] = []
+    if places == ():
+        notes.append(f"ids: this release's {runner.upper()} runner reads no draft ids: {site.path}:{site.line} hands "
+                     "the target model's own default to the setter, so every draft is fed the default ids whatever "
+                     "its config says (ids_from is empty)")
+    refuses = release.method_refusals(src, version, methods)
+    if methods.problem:
+        notes.append(f"refuses: speculative methods not read: {methods.problem}")
+    elif not methods.validated:
+        notes.append(f"refuses: not read: SpeculativeConfig ({methods.site.path}) is a stdlib dataclass here, so "
+                     f"its SpeculativeMethod Literal (line {methods.site.line}) is not enforced; what this release "
+                     "does with a dflash / dspark method is not read")
+    if runner == "v1":
+        v1, why = release.v1_refusals(src)
+        refuses += [r for r in v1 if r["kinds"] not in [x["kinds"] for x in refuses]]
+        if why:
+            notes.append(f"refuses: {why}")
+    weights, weight_notes = release.draft_weights(src, runner)
+    notes += weight_notes
+    extra = {"refuses": refuses, "notes": notes, "_methods": list(methods.names)}
+    if weights:
+        extra["draft_weights"] = weights
+    return ProbeResult(engine=ENGINES[runner], version=version, origin=src.origin, ids_from=places,
                        ids_site=site, archs=tuple(archs), skipped=tuple(skipped),
-                       id_reads=reads[0] if reads else None)
+                       id_reads=reads[0] if reads else None, extra=extra)
 
 
 def probe_vllm_v1(source: str | os.PathLike | None = None) -> ProbeResult:

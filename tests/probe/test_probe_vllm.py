@@ -47,9 +47,9 @@ def test_version_and_ids_places(v2, v1):
     assert [dict(r) for r in v2.id_reads] == [r.to_json() if isinstance(r.to_json(), dict) else {"place": r.place}
                                                for r in hand["vllm"].reads()]
     assert v2.ids_site.path.endswith("spec_decode/eagle/eagle3_utils.py")
-    # V1 reads dflash before nested in source, but a non-empty eagle_config overrides it: the order is not derived
-    assert v1.ids_from == ("top_level", "dflash_target_layer_ids", "nested")
-    assert set(v1.ids_from) == set(hand["vllm-v1"].ids_from)
+    # V1 reads dflash before nested in source, but a later `if eagle_config and ...:` overrides it: derived
+    assert v1.ids_from == hand["vllm-v1"].ids_from == ("top_level", "nested", "dflash_target_layer_ids")
+    assert [dict(r) for r in v1.id_reads] == [r.to_json() for r in hand["vllm-v1"].reads()]
     assert v1.ids_site.path.endswith("gpu_model_runner.py")
     assert not [s for s in v2.skipped + v1.skipped if "ids reader" in s]
 
