@@ -140,7 +140,7 @@ def _inputs(target, draft, engine, trainer, trained_boundaries, trained_ids, pro
     """The typed inputs every audit takes (:class:`eagle_audit.inputs.AuditInputs`), checked and converted,
     with the embedded demo where ``target`` / ``draft`` are None."""
     target, draft = _defaults(target, draft)
-    return dict(target=target, draft=draft, engine=_path(engine, "engine"), trainer=_optional_path(trainer, "trainer"),
+    return dict(target=target, draft=draft, engine=_optional_path(engine, "engine"), trainer=_optional_path(trainer, "trainer"),
                 trained_boundaries=_states(trained_boundaries, "trained_boundaries"),
                 trained_ids=_ints(trained_ids, "trained_ids"), prompts=_optional_path(prompts, "prompts"))
 
@@ -165,7 +165,7 @@ def _id_lists(values, name: str) -> tuple[tuple[int, ...], ...] | None:
 
 
 @_checked
-def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike = "sglang",
+def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike | None = "sglang",
                  trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
                  trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
                  max_tokens: int = 256, device: str = "cpu", dtype: str = "auto", device_map: str | None = None,

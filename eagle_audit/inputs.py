@@ -33,7 +33,7 @@ class AuditInputs:
 
     target: str
     draft: str
-    engine: str = "sglang"
+    engine: str | None = "sglang"  # None: none named (SGLang's slots; the verdict covers every engine, layers.across)
     trainer: str | None = None
     trained_boundaries: TrainedStates | None = None
     trained_ids: tuple[int, ...] | None = None
@@ -70,7 +70,9 @@ def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convent
     from .provenance import engine_convention
 
     draft = read_draft(os.fspath(opts.draft), config_only=bool(getattr(opts, "static", False)))
-    engine = engine_convention(os.fspath(opts.engine), opts.use_installed_engine, notes)
+    server = getattr(opts, "states_server", None) or getattr(opts, "server", None)  # a server the command talks to
+    engine = engine_convention(None if opts.engine is None else os.fspath(opts.engine), opts.use_installed_engine, notes,
+                               server=server if not isinstance(server, str) else None)
     return draft, convention_for(engine, draft.kind, notes)  # the engine itself where it has rules for the kind
 
 

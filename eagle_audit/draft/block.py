@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..conventions import Convention, get_convention, place_key, read_ids
+from ..conventions import Convention, place_key, read_ids, same_release
 from ..errors import AuditError, BadCheckpoint, UnknownConvention
 
 from ..kinds import KINDS, detect
@@ -117,7 +117,7 @@ def convention_for(conv: Convention, kind: str, notes: list[str] | None = None) 
         raise UnknownConvention(f"{conv.title} {conv.version} ({conv.path or conv.name}) has no rules for {kind} drafts",
                                 hint=f"{kind} rules: {', '.join(known) or 'none built in'}; or a convention file with "
                                      f"\"draft_kinds\": [\"{kind}\"]")
-    out = get_convention(name, conv.kind)
+    out = same_release(conv, name)  # the same release of the same engine
     if notes is not None:
         notes.append(f"{kind} draft: {conv.kind} rules of {out.title} {out.version} ({out.name})")
     return out

@@ -134,3 +134,29 @@ def detect(opts: ServerOptions, timeout: float = 30.0) -> str:
     if opts.kind != "auto":
         return opts.kind
     return _detect(Http(opts.url, opts.api_key, min(opts.timeout, timeout), Clock(min(opts.deadline, 4 * timeout))))
+
+
+def server_release(opts: Server, timeout: float = PROBE_TIMEOUT) -> tuple[str, str | None, str]:
+    """(engine, release, where it was read) of the server ``opts`` names: the engine as :func:`detect` finds it,
+    the release from the engine's own route (each ``wire.py``'s ``VERSION_PATHS`` / ``VERSION_FIELD``); release
+    None, and why, where the server does not say."""
+    kind = detect(opts, timeout)
+    wire = WIRES[kind]
+    key, _ = resolve_key(opts.api_key, kind)
+    limit = min(opts.timeout, timeout)
+    http_ = Http(opts.url, key, limit, Clock(min(opts.deadline, 4 * limit)))
+    said = []
+    for path in getattr(wire, "VERSION_PATHS", ()):
+        reply = http_.request("GET", path)
+        if reply.status != 200:
+            said.append(f"GET {path}: HTTP {reply.status}")
+            continue
+        try:
+            value = json.loads(reply.body).get(wire.VERSION_FIELD)
+        except (ValueError, RecursionError, AttributeError):
+            said.append(f"GET {path}: not a JSON object")
+            continue
+        if isinstance(value, str) and value:
+            return kind, value, f"GET {opts.url.rstrip('/')}{path}"
+        said.append(f"GET {path}: no {wire.VERSION_FIELD!r}")
+    return kind, None, "; ".join(said) or f"{kind} names no route that says its release"

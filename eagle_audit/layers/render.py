@@ -8,13 +8,82 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from ..conventions.convention import release_label
+from ..errors import param
 from ..terminal import print_table
 from .result import LayersResult
 
 _VERDICT_STYLE = {"ok": "green", "missing": "red", "extra": "red"}
 
 
-def render_findings_and_fix(findings, fix, console: Console, brief: bool = False) -> None:
+def engine_label(result) -> str:
+    """'SGLang 0.5.6 (given)': the engine release the result's served side speaks for, and how it was chosen
+    (from its provenance's engine rules)."""
+    rules = result.provenance.get("engine_rules") or {}
+    how = (rules.get("release") or {}).get("how") or ""
+    return release_label(rules.get("title") or result.served.convention, rules.get("version") or result.served.version,
+                         how)
+
+
+def verdict_lines(result, own: str, counts: str) -> list[str]:
+    """The verdict, naming the engine release it speaks for and how it was chosen; where the result holds the
+    verdict on other engines (none named) or other releases (a range), one line each after the first, whose
+    verdict is the worst. ``own``: this engine release's verdict, ``counts``: its findings in words."""
+    label = engine_label(result)
+    color = lambda v: "green" if v == "match" else "red"  # noqa: E731
+    if not result.engines:
+        return [f"[bold {color(own)}]verdict: {own}[/] on {label}: {counts}"]
+    rules = result.provenance.get("engine_rules") or {}
+    how = (rules.get("release") or {}).get("how") or ""
+    if how == "assumed":
+        lines = [f"[bold {color(result.verdict)}]verdict: {result.verdict}[/] (no engine named: each engine at its "
+                 "newest built-in release; the worst sets the exit status)",
+                 f"  {label}: [{color(own)}]{own}[/], {counts} (above)"]
+        for e in result.engines:
+            lines.append(f"  {e.label}: [{color(e.verdict)}]{e.verdict}[/]" + _codes(e)
+                         + (f" ({param('engine', e.engine)}: its slots and fix)" if e.verdict == "mismatch" else ""))
+        return lines
+    rows = sorted([(rules.get("version"), own, tuple(f.code for f in result.errors), "")]
+                  + [(e.version, e.verdict, e.errors, e.refused) for e in result.engines], key=lambda r: _key(r[0]))
+    groups: list[list] = []
+    for v, verdict, codes, refused in rows:
+        if groups and groups[-1][1:] == [verdict, tuple(dict.fromkeys(codes)), refused]:
+            groups[-1][0].append(v)
+        else:
+            groups.append([[v], verdict, tuple(dict.fromkeys(codes)), refused])
+    head = label.split(" ", 1)[0]
+    right = [g for g in groups if g[1] == "match"]
+    if not right:
+        summary = "wired right on none of them"
+    elif len(right) == len(groups):
+        summary = "wired right on every one"
+    elif groups[-1] is right[-1] and len(right) == 1:
+        summary = f"wired right on {head} {right[0][0][0]} and later"
+    else:
+        summary = "wired right on " + ", ".join(_span(g[0]) for g in right)
+    lines = [f"[bold {color(result.verdict)}]verdict: {result.verdict}[/] on {head} {rows[0][0]}..{rows[-1][0]} "
+             f"({len(rows)} known releases; {how}): {summary}"]
+    for versions, verdict, codes, refused in reversed(groups):
+        lines.append(f"  {head} {_span(versions)}: [{color(verdict)}]{verdict}[/]"
+                     + (f": {', '.join(codes)}" if codes else "") + (f": {refused}" if refused else ""))
+    return lines
+
+
+def _codes(e) -> str:
+    return f": {', '.join(e.errors)}" if e.errors else (f": {e.refused}" if e.refused else "")
+
+
+def _span(versions: list[str]) -> str:
+    return versions[0] if len(versions) == 1 else f"{versions[0]}-{versions[-1]}"
+
+
+def _key(v: str):
+    from ..conventions.releases import version_key
+
+    return version_key(v or "")
+
+
+def render_findings_and_fix(findings, fix, console: Console, brief: bool = False, label: str | None = None) -> None:
     """The findings, one per line with why and fix, then the fix panel (shared by layers and fingerprint);
     ``brief``: without the why."""
     for f in findings:
@@ -29,7 +98,8 @@ def render_findings_and_fix(findings, fix, console: Console, brief: bool = False
         body = fix.explanation
         if fix.possible and fix.patch:
             body += "\n\nMerge into config.json:\n" + json.dumps(fix.patch)
-        console.print(Panel(body, title=f"fix for {fix.engine}" if fix.possible else f"no config fix for {fix.engine}",
+        who = label or fix.engine
+        console.print(Panel(body, title=f"fix for {who}" if fix.possible else f"no config fix for {who}",
                             border_style="green" if fix.possible else "red"))
 
 
@@ -41,7 +111,7 @@ def render_layers(result: LayersResult, console: Console) -> None:
     tr, sv = result.trained, result.served
     console.print(f"[bold]trained[/] {tr.convention}: ids {list(tr.ids) if tr.ids is not None else '-'} "
                   f"({tr.ids_source}; {tr.case})")
-    console.print(f"[bold]served[/]  {sv.convention} {sv.version}: ids {list(sv.ids) if sv.ids is not None else '-'} "
+    console.print(f"[bold]served[/]  {engine_label(result)}: ids {list(sv.ids) if sv.ids is not None else '-'} "
                   f"({sv.ids_source}; {sv.case}; rule {sv.rule})")
     table = Table(title="slots (B0 = embedding, Bk = output of layer k-1, B{N} pre-norm, +norm = post-norm)".replace("{N}", str(n)))
     for col in ("slot", "trained", "served", "cosine", "nearest servable", "verdict"):
@@ -52,10 +122,13 @@ def render_layers(result: LayersResult, console: Console) -> None:
         table.add_row(str(s.index), s.trained.label() if s.trained else "-", s.served.label() if s.served else "-",
                       f"{s.cosine:.3f}" if s.cosine is not None else "-", near, f"[{style}]{s.verdict}[/]")
     print_table(console, table)
-    render_findings_and_fix(result.findings, result.fix, console)
+    label = engine_label(result)
+    render_findings_and_fix(result.findings, result.fix, console,
+                            label=label if result.fix is not None and result.fix.engine == sv.convention else None)
     # result.suggestions also travel in provenance notes ("suggestion: ..."), printed once below and in reports
     for note in result.provenance.get("notes") or ():
         console.print(f"note: {note}", highlight=False, style="dim")
-    color = "green" if result.verdict == "match" else "red"
-    console.print(f"[bold {color}]verdict: {result.verdict}[/] "
-                  f"({len(result.errors)} error(s), {len(result.findings) - len(result.errors)} warning(s))")
+    own = "mismatch" if result.errors else "match"
+    for line in verdict_lines(result, own, f"{len(result.errors)} error(s), "
+                                           f"{len(result.findings) - len(result.errors)} warning(s)"):
+        console.print(line, highlight=False)

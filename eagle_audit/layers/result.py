@@ -162,6 +162,9 @@ class LayersResult:
     provenance: Mapping[str, Any]
     suggestions: tuple[str, ...] = ()  # what to run next (e.g. measure the trained wiring with the fingerprint)
     served_states: Mapping[str, Any] | None = None  # --server: where the states came from, the served-vs-local table
+    #: the verdict on other engines or releases (layers.across.EngineVerdict): every engine at its newest release
+    #: where none was named, every release of a range; ``verdict`` is then the worst of all
+    engines: tuple[Any, ...] = ()
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -173,4 +176,5 @@ class LayersResult:
                 "slots": [s.to_json() for s in self.slots], "findings": [f.to_json() for f in self.findings],
                 "fix": self.fix.to_json() if self.fix else None,
                 "heatmap": self.heatmap.to_json() if self.heatmap else None, "provenance": dict(self.provenance),
-                "suggestions": list(self.suggestions), "served_states": self.served_states}
+                "suggestions": list(self.suggestions), "served_states": self.served_states,
+                "engines": [e.to_json() for e in self.engines]}

@@ -168,8 +168,27 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
     fix = plan_fix(res, draft, info.hidden_size) if errors else None
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=n_prompts, tokens=tokens, notes=notes, static=opts.static)
-    return LayersResult("mismatch" if errors else "match", info.to_json(), draft.to_json(), res.trained.wiring,
-                        res.served.wiring, slots, findings, fix, heat, prov, (hint,) if hint else (), served_json)
+    others = _across(engine, p, opts, heat)
+    worst = "mismatch" if errors or any(o.verdict != "match" for o in others) else "match"
+    return LayersResult(worst, info.to_json(), draft.to_json(), res.trained.wiring,
+                        res.served.wiring, slots, findings, fix, heat, prov, (hint,) if hint else (), served_json,
+                        others)
+
+
+def _across(engine, p, opts: LayersOptions, heat) -> tuple:
+    """The verdict on every other engine where none was named, and on every other release of a range given
+    (:mod:`.across`)."""
+    from ..conventions.releases import ASSUMED
+    from .across import other_engines, range_releases, verdict_on
+
+    if engine.release_how == ASSUMED:
+        convs = other_engines(engine)
+    elif engine.release_span:
+        convs = range_releases(engine, engine.release_span)
+    else:
+        return ()
+    return tuple(verdict_on(c, p.draft, p.info, p.resolution, opts.trainer, opts.trained_boundaries, opts.trained_ids,
+                            heat) for c in convs)
 
 
 def _suggestion(trainer_given: bool, resolution: Resolution, aux: int, cosines: Sequence[float | None]) -> str | None:

@@ -26,3 +26,10 @@ NEUTRAL = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "frequen
 # block_size, DSpark gamma + 1); every other value drafts EAGLE-style chains or trees. /server_info reports the
 # value as given (upper case).
 BLOCK_ALGORITHMS = ("DFLASH", "DSPARK")
+
+# The release the server runs: ``GET /server_info`` carries ``version`` (sglang.version.__version__:
+# srt/entrypoints/http_server.py:863-889 in 0.5.23, :540-556 in 0.5.6); releases before /server_info (0.4.x)
+# answer only ``GET /get_server_info`` with the same field (0.4.5 :208-215; kept, deprecated, in 0.5.x). SGLang
+# serves no ``/version`` route.
+VERSION_PATHS = ("/server_info", "/get_server_info")
+VERSION_FIELD = "version"

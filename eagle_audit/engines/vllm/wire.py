@@ -16,3 +16,8 @@ KEY_ENV = ("VLLM_API_KEY", "OPENAI_API_KEY")
 # ModelConfig.get_diff_sampling_param (config/model.py:1882).
 NEUTRAL = {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0, "frequency_penalty": 0.0,
            "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_tokens": 0, "ignore_eos": False, "n": 1}
+
+# The release the server runs: ``GET /version`` answers ``{"version": VLLM_VERSION}``
+# (entrypoints/serve/instrumentator/basic.py:53-56 in 0.33.0; entrypoints/openai/api_server.py:546-549 in 0.10.0).
+VERSION_PATHS = ("/version",)
+VERSION_FIELD = "version"
