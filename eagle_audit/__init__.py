@@ -16,7 +16,7 @@ import types as _types
 
 from .version import __version__
 
-_API = {"audit_layers": ".api", "accept_rate": ".api", "load_target": ".api",
+_API = {"audit_layers": ".api", "accept_rate": ".api", "load_target": ".api", "write_fixed_config": ".api",
         "State": ".states", "AuditError": ".errors"}
 #: API functions that are also module names: the module is callable as the function (:class:`ApiModule`).
 _CALLABLE = ("capture", "check", "fingerprint")

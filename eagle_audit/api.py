@@ -375,3 +375,24 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
                more_prompts=MORE_PROMPTS if more_prompts is None else more_prompts,
                confirm_prompts=CONFIRM_PROMPTS if confirm_prompts is None else confirm_prompts,
                confirm_prompt_ids=confirm_ids)
+
+
+def write_fixed_config(result: LayersResult, dest: PathLike, *, draft: PathLike | None = None) -> str:
+    """Write the draft with ``result.fix`` applied into ``dest``, as ``eagle-audit layers --write-fixed-config`` does
+    (one writer: :func:`eagle_audit.layers.fixed_copy.write_fixed_copy`): ``config.json`` patched, every other file
+    linked, ``dest`` absent, empty, or a copy eagle-audit wrote before; the draft itself is never modified. ``draft``:
+    the draft directory (default: the one ``result`` audited). The fix was proven before it was offered: the copy,
+    audited again with the same engine release and trainer, is a match. Returns ``dest``. A result without a fix
+    (a match) or whose fix is not possible raises :class:`eagle_audit.errors.AuditError`, with why."""
+    from .errors import AuditError
+    from .layers.fixed_copy import write_fixed_copy
+    from .layers.result import LayersResult as Result
+
+    if not isinstance(result, Result):
+        raise BadArgument(f"{param('result')}: expected the LayersResult of audit_layers, got {type(result).__name__}")
+    out = _path(dest, "dest")
+    if result.fix is None:
+        raise AuditError(f"{param('result')}: nothing to fix: the wiring matches (verdict {result.verdict})")
+    source = _path(draft, "draft") if draft is not None else str(result.draft["path"])
+    write_fixed_copy(source, out, result.fix, param("dest"))
+    return out

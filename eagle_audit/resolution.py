@@ -331,7 +331,12 @@ def pinned_side(draft: DraftSpec, info: TargetInfo, trainer: Convention | None, 
                  f"{record.get('engine', 'an engine')}, trainer {record.get('trainer', 'unnamed')})")
     wiring = Wiring("fix", "trainer", "-", "pinned", None, "boundaries", f"{FIX_KEY}.trained_states",
                     tuple(s.boundary for s in states), states)
-    return given_side(wiring, draft, trainer), trainer
+    side = given_side(wiring, draft, trainer)
+    flags = record.get("trained_flags")  # the draft semantics training ran, where the fix edits a flag it reads
+    if isinstance(flags, Mapping):
+        known = {b.attr for b in BLOCKS}
+        side = replace(side, flags=replace(side.flags, **{k: bool(v) for k, v in flags.items() if k in known}))
+    return side, trainer
 
 
 #: Layouts that a conversion also produces: the trainer assumed from them may not be the one that trained the draft.

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from .. import outputs
-from ..errors import EXIT_MISMATCH, EXIT_OK, AuditError
-from ..layers.fix import merge_patch
+from ..errors import EXIT_MISMATCH, EXIT_OK
+from ..layers.fixed_copy import write_fixed_copy
 from ..layers.render import render_layers
 from ..layers.run import LayersOptions, run_layers
 from .accept_rate import server_hints
@@ -80,29 +78,10 @@ def layers(
 
 
 def _write_fixed(draft: str, dest: str, result) -> None:
-    """A corrected copy of the draft in ``dest`` (absent, empty, or an earlier copy eagle-audit wrote: checked before
-    the run, :func:`eagle_audit.outputs.check_output`): config.json patched, every other file linked (copied where
-    links are not possible), marked as eagle-audit's (:func:`eagle_audit.outputs.mark_output`), so a re-run
-    replaces it. Built under a temporary
-    name beside ``dest`` and renamed into place, so a failure leaves nothing half-written."""
-    import json
-
-    src, out_dir = Path(draft), Path(dest)
+    """A corrected copy of the draft in ``dest``, written by :func:`eagle_audit.layers.fixed_copy.write_fixed_copy`
+    (config.json patched with the proven fix, every other file linked; a re-run replaces it)."""
     if result.fix is None:
         err.print("nothing to fix: the wiring matches; no config written")
         return
-    if not result.fix.possible:
-        raise AuditError(f"--write-fixed-config: no config change fixes this for {result.fix.engine}: {result.fix.explanation}")
-    outputs.check_output(out_dir, {"draft": draft}, "--write-fixed-config", "new_dir")  # again: it may have changed
-    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
-    with outputs.new_directory(out_dir) as tmp:
-        (tmp / "config.json").write_text(json.dumps(merge_patch(config, result.fix.patch), indent=2) + "\n")
-        for f in src.iterdir():
-            if f.name not in ("config.json", outputs.OUTPUT_MARKER):
-                link = tmp / f.name
-                try:
-                    link.symlink_to(f.resolve())
-                except OSError:
-                    shutil.copy2(f, link)
-        outputs.mark_output(tmp, {"written_by": "eagle-audit layers --write-fixed-config", "draft": str(src.resolve())})
-    err.print(f"wrote {out_dir / 'config.json'} (weights linked from {src})")
+    write_fixed_copy(draft, dest, result.fix, "--write-fixed-config")
+    err.print(f"wrote {Path(dest) / 'config.json'} (weights linked from {draft})")

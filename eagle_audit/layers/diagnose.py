@@ -11,7 +11,7 @@ registered with :func:`eagle_audit.layers.checks.check` (the registry, :mod:`eag
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from ..conventions import place_key
@@ -22,7 +22,7 @@ from ..resolution import BLOCKS, Resolution
 from ..states import State, labels
 from ..target import TargetInfo
 from .checks import CHECKS, Check, Context, Measured, check
-from .result import Finding, Slot
+from .result import Finding, Fix, Slot
 
 FIX_REF = "see the fix below"
 
@@ -85,6 +85,14 @@ def diagnose(draft: DraftSpec, target: TargetInfo, res: Resolution, stats: dict[
     ctx = Context(draft, target, res, check_target_fit(draft, target), make_slots(res, stats), measured, agreement)
     checks = CHECKS if res.served.wiring.unsupported is None else [engine_unsupported, *DRAFT_ONLY]
     return ctx.slots, tuple(f for c in checks for f in c(ctx))
+
+
+def with_config_fix(findings: tuple[Finding, ...], fix: Fix | None) -> tuple[Finding, ...]:
+    """``findings`` with the proven config change as data (:attr:`Finding.config_fix`) on each that refers to it."""
+    if fix is None or not fix.possible:
+        return findings
+    return tuple(replace(f, config_fix=fix) if f.fix == FIX_REF or "config change below" in f.fix else f
+                 for f in findings)
 
 
 # ---------------------------------------------------------------------------- what the engine can do at all
@@ -200,7 +208,7 @@ def aux_count_mismatch(ctx: Context) -> Iterable[Finding]:
             f"{ctx.eng} sizes the draft's fc for {served.aux_count} aux states (from "
             f"{', '.join(map(str, served.aux_count_from))}), but fc.weight holds {aux}.",
             "The checkpoint fails to load, or loads into a wrongly shaped fc.",
-            f"Set num_aux_hidden_states = {aux} in config.json.")
+            FIX_REF)  # where the count goes depends on the layout and the engine's loader: the fix finds it
     if len(served.states) != aux and not served.dropped and served.wiring.failure is None:
         yield Finding(
             "AUX_COUNT_MISMATCH", "error", None,
