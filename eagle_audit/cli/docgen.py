@@ -78,6 +78,12 @@ FINDING_DETAILS = {
                                "and the served side the engine's: the finding names both and how to pin the trained "
                                "one (`--trained-ids`, kept in the order given; `--trained-boundaries`; `--trainer "
                                "fingerprint`); vLLM #50170: accept length 1.036 on such a draft against 2.77"),
+    "DRAFT_CONFIG_KEY": ("error", "a key the engine's draft class sizes a module from (`model_type`, `hidden_size`, "
+                                  "`num_attention_heads`, `num_key_value_heads`, `head_dim`, `intermediate_size`, "
+                                  "`vocab_size`, `draft_vocab_size`, `num_hidden_layers`) is absent or contradicts the "
+                                  "weights: says what the engine does then, its config class's default or its load "
+                                  "error in its own words (no `model_type`: `ValueError: Unrecognized model`; SGLang "
+                                  "without `draft_vocab_size`: `AttributeError`)"),
 }
 
 

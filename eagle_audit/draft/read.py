@@ -77,6 +77,7 @@ class DraftSpec:
         return self.fc_source != "none"
     kind: str = "eagle3"  # a name of eagle_audit.kinds.KINDS ("eagle3", "dflash", "dspark")
     block: Any = field(default=None, compare=False)  # block_draft.BlockSpec of a DFlash / DSpark draft
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)  # canonical name -> shape
 
     @property
     def draft_kind(self):
@@ -441,4 +442,4 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
         target_hidden_size=config.get("target_hidden_size"), num_aux_hidden_states=config.get("num_aux_hidden_states"),
         vocab_size=vocab_size, vocab=vocab, flags=flags, use_aux_hidden_state=use_aux,
         weight_names=tuple(sorted(shapes)), verifier=verifier, has_weights=has_weights, fc_source=fc_source,
-        kind=draft_kind(config), block=block)
+        kind=draft_kind(config), block=block, shapes=dict(shapes))

@@ -453,4 +453,5 @@ def trainer_refuses_ids(ctx: Context) -> Iterable[Finding]:
 # Last, so that the DFlash / DSpark findings come after all of the above (registration order is report order);
 # diagnose_block imports .checks and .result, never this module, so this is no cycle.
 from . import assumed as _assumed_checks  # noqa: E402,F401
+from . import config_keys as _config_key_checks  # noqa: E402,F401
 from . import diagnose_block as _block_checks  # noqa: E402,F401

@@ -35,6 +35,7 @@ CODES = {
     "ENGINE_STATE_MISMATCH": "a state a running server serves equals no boundary it should (partial sums, a wrong gather, corruption)",
     "ENGINE_STATE_SHIFTED": "a running server serves another boundary than the engine's rules say: this build captures elsewhere",
     "IDS_ASSUMED": "the draft config declares no layer ids: the trained and served wirings are both defaults, assumed",
+    "DRAFT_CONFIG_KEY": "a key the engine's draft class sizes a module from is absent or contradicts the weights: the engine fails to load or builds another draft",
 }
 
 
