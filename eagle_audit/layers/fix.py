@@ -11,7 +11,7 @@ are said (:mod:`eagle_audit.layers.engine_bugs`)."""
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from ..conventions import ID_PLACES, Convention, place_key
 from ..draft.read import DraftSpec
@@ -22,7 +22,7 @@ from .engine_bugs import bugs_behind, later
 from .reaudit import prove, target_of
 from .result import Fix, compose_patches, merge_patch
 
-__all__ = ["merge_patch", "plan_fix"]
+__all__ = ["known_releases", "merge_patch", "plan_fix"]
 
 #: Where a count key the engine sizes fc by may be written, tried in this order (the first the engine then reads
 #: wins): the top level, a speculators config's transformer_layer_config (what vLLM's speculators loader builds the
@@ -56,7 +56,7 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int, target: Targ
         return fix if not bugs else replace(fix, explanation=fix.explanation + " " + " ".join(bugs))
     if fix.patch or "already feeds" in fix.explanation:  # the wiring is right: no release changes that
         return fix
-    upgrade = None
+    upgrade, tried = None, []
     current = served.convention.version if served.convention is not None else ""
     for release, conv in releases:
         if later(conv.version or release, current) is False:
@@ -65,6 +65,7 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int, target: Targ
             side = side_of(conv, draft.config, res.architecture, res.num_layers, where="the draft's config.json")
         except AuditError:
             continue
+        tried.append(side.title)
         alt = _plan(Resolution(res.trained, side, res.architecture, res.num_layers), draft, target_hidden, info)
         if alt.possible:
             upgrade = replace(alt, release=side.title)
@@ -72,11 +73,30 @@ def plan_fix(res: Resolution, draft: DraftSpec, target_hidden: int, target: Targ
     text = f"No config fix on {served.title}: {fix.explanation}"
     if upgrade is not None:
         text += f" Upgrade to {upgrade.release}, then: {upgrade.explanation}"
-    elif releases:
-        text += " No later release given has one either."
+    elif tried:
+        text += f" No later release known has one either ({', '.join(tried)})."
     if bugs:
         text += " " + " ".join(bugs)
     return replace(fix, explanation=text, upgrade=upgrade)
+
+
+def known_releases(served) -> Iterator[tuple[str, Convention]]:
+    """The releases of the served engine in the release data (:mod:`eagle_audit.conventions.releases`) after the
+    served one, oldest first, each with its convention (built only when asked for: :func:`plan_fix` stops at the
+    first with a proven fix)."""
+    from ..conventions.registry import release_convention
+    from ..conventions.releases import known
+
+    conv = served.convention
+    if conv is None:
+        return
+    base = conv.base or conv
+    for version in known(base.name):
+        if later(version, base.version):
+            try:
+                yield version, release_convention(base.name, version)
+            except AuditError:
+                continue
 
 
 def _plan(res: Resolution, draft: DraftSpec, target_hidden: int, info: TargetInfo) -> Fix:

@@ -17,7 +17,7 @@ from ..provenance import provenance
 from ..resolution import BLOCKS, MEASURED, Resolution
 from ..states import State, all_states
 from .diagnose import SlotStats, diagnose, with_config_fix
-from .fix import plan_fix
+from .fix import known_releases, plan_fix
 from .result import Heatmap, LayersResult
 
 
@@ -165,7 +165,7 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
     if hint:
         notes.append(f"suggestion: {hint}")
     errors = [f for f in findings if f.severity == "error"]
-    fix = plan_fix(res, draft, info.hidden_size, info) if errors else None
+    fix = plan_fix(res, draft, info.hidden_size, info, known_releases(res.served)) if errors else None
     findings = with_config_fix(findings, fix)
     prov = provenance(command=opts.command, engine=engine, trainer=trainer, target=target, prompts=opts.prompts,
                       num_prompts=n_prompts, tokens=tokens, notes=notes, static=opts.static)

@@ -168,3 +168,18 @@ def test_seed_case_on_sglang_056(make_draft, sglang_056_wheel, sglang_0513_wheel
     assert side_of(new, fix.upgrade.apply(draft.config), DSV3, 61).states == states(0, 3, 31)
     # an earlier release is never an upgrade
     assert plan_fix(res, draft, 32, releases=[("0.5.5", old)]).upgrade is None
+
+
+def test_seed_case_names_the_upgrade_from_the_release_data(tiny_targets, make_draft, sglang_056_wheel, tmp_path):
+    """`layers --engine FILE` probed from the 0.5.6 wheel: no config fix there; the first later release of the
+    release data (eagle_audit.conventions.releases) with a proven fix is named, and its ids."""
+    from eagle_audit.probe import builtin_base, probe_engine, to_convention_data
+
+    rules = tmp_path / "sglang-0.5.6.json"
+    rules.write_text(json.dumps(to_convention_data(probe_engine("sglang", sglang_056_wheel), builtin_base("sglang"))))
+    r = audit_layers(tiny_targets["deepseek_v3"].path, make_draft(nested_ids=[2, 30, 58]), engine=str(rules),
+                     trained_boundaries=[0, 3, 31], static=True, use_installed_engine=False)
+    assert [s.label() for s in r.served.states] == ["B3", "B31", "B59"]
+    assert not r.fix.possible and r.fix.release == "SGLang 0.5.6" and r.fix.upgrade.ids == (0, 3, 31)
+    assert r.fix.upgrade.release.startswith("SGLang 0.5.1")  # 0.5.13 or the first later release the data holds
+    assert f"Upgrade to {r.fix.upgrade.release}, then: Write eagle_config" in r.fix.explanation
