@@ -15,6 +15,14 @@ Store layout (``CaptureStore.tensors``):
   ``State(N, normed)``   hook on the final norm         [batch, pos, hidden] post-norm state
   =====================  =============================  ===================================
 
+A hyper-connection target (``stack.streams`` > 1) gives the same hooks [batch, pos, streams, hidden]; the store
+keeps the requested view (docs/coordinate.md), still [batch, pos, hidden]:
+
+  ``State(k)``           the mean over the streams (``.mean(dim=2)`` in the model's dtype: vLLM 0.34.0's
+                         ``aux_recon.mean(dim=1)``, SGLang 0.5.23's ``mhc_stream_mean``)
+  ``State(k, stream="s<i>")``  stream i
+  ``State(k, stream="mix")``   hook on ``layers[k].attn_hc``: its last output, the collapsed input of layer k
+
 Tensors are detached and kept in the model's dtype on its device; callers move or upcast them.
 """
 
@@ -27,7 +35,7 @@ from typing import Iterable, Iterator
 import torch
 
 from .errors import UnknownArchitecture
-from .states import State
+from .states import MIX, State, forward_order, stream_index
 from .target import LayerStack, LoadedTarget
 
 
@@ -53,17 +61,31 @@ def _first(output):
 @contextmanager
 def capture(stack: LayerStack, states: Iterable[State], stop_early: bool = True) -> Iterator[CaptureStore]:
     """Hooks for ``states`` on ``stack``; use around one forward call wrapped by :func:`run_forward`."""
-    wanted = sorted(set(states))
+    wanted = sorted(set(states), key=forward_order)  # Bk, Bk.s<i>, Bk.mix, then B(k+1)
     n = len(stack)
+    streams = getattr(stack, "streams", 1)
     for s in wanted:
-        if s.boundary > n or (s.normed and s.boundary != n):
+        if s.boundary > n or (s.normed and s.boundary != n) or (s.stream == MIX and s.boundary >= n):
             raise ValueError(f"{s.label()} does not exist in a target of {n} layers")
+        if s.stream and streams == 1:
+            raise UnknownArchitecture(f"{stack.path}: {s.label()} names a hyper-connection view; this target has a "
+                                      f"single residual stream (use B{s.boundary})")
+        i = stream_index(s.stream)
+        if i is not None and i >= streams:
+            raise UnknownArchitecture(f"{stack.path}: {s.label()}: this target has {streams} hyper-connection "
+                                      f"streams (s0..s{streams - 1})")
     store = CaptureStore()
     handles = []
     # the deepest module whose output is needed: the final norm, else layer max(k)-1, else layer 0's input
     deepest = wanted[-1] if wanted else None
 
     def save(state: State, tensor: torch.Tensor, last: bool) -> None:
+        if isinstance(tensor, torch.Tensor) and streams > 1 and not state.normed and state.stream != MIX:
+            if tensor.dim() != 4 or tensor.shape[2] != streams:
+                raise UnknownArchitecture(f"{stack.path}: {state.label()} is {list(tensor.shape)}, not [batch, "
+                                          f"tokens, {streams} streams, hidden]")
+            i = stream_index(state.stream)
+            tensor = tensor.mean(dim=2) if i is None else tensor[:, :, i]  # [batch, pos, hidden]
         if not isinstance(tensor, torch.Tensor) or tensor.dim() != 3:
             shape = list(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
             raise UnknownArchitecture(f"{stack.path}: {state.label()} is {shape}, not [batch, tokens, hidden]: no "
@@ -82,7 +104,10 @@ def capture(stack: LayerStack, states: Iterable[State], stop_early: bool = True)
             handles.append(stack.layers[n - 1].register_forward_hook(done))
         for s in wanted:
             last = s == deepest
-            if s.normed:
+            if s.stream == MIX:  # the attention hyper-connection's collapse: (..., collapsed) in every mHC family
+                handles.append(stack.layers[s.boundary].attn_hc.register_forward_hook(
+                    lambda m, a, out, s=s, last=last: save(s, out[-1], last)))
+            elif s.normed:
                 handles.append(stack.final_norm.register_forward_hook(
                     lambda m, a, out, s=s, last=last: save(s, _first(out), last) if layers_done[0] else None))
             elif s.boundary == 0:

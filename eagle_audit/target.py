@@ -55,9 +55,13 @@ class TargetInfo:
     vocab_size: int
     config_sha256: str
     first_k_dense_replace: int | None = None
+    streams: int = 1  # hyper-connection streams (``hc_mult``); 1: a single residual stream
 
     def to_json(self) -> dict:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if self.streams == 1:
+            del out["streams"]  # single-stream targets read as before
+        return out
 
 
 def config_hash(config) -> str:
@@ -236,13 +240,19 @@ _DENSE_PREFIX_TYPES = ("deepseek", "kimi")
 #: captures before module ``id + 1`` (srt/models/longcat_flash.py:619, :1119), so its ids count modules too.
 LAYER_COUNT_KEY = {"longcat_flash": "num_layers"}
 
-#: Model types whose decoder layers carry several residual streams, not one [batch, tokens, hidden] tensor:
-#: there is no single state to capture (the capture hooks find the same, tests/test_architectures.py).
+#: Model types whose decoder layers carry several residual streams, not one [batch, tokens, hidden] tensor,
+#: and no view of them an engine feeds a draft: refused (the capture hooks find the same,
+#: tests/test_architectures.py). Hyper-connection models are audited instead (:data:`HYPER_CONNECTION`).
 _ALTUP = "Gemma 3n's decoder layers carry 4 AltUp streams ([4, batch, tokens, hidden], modeling_gemma3n.py)"
-_MHC = ("its decoder layers carry hyper-connection streams ([batch, tokens, streams, hidden]; vLLM 0.33 feeds "
-        "their mean, vllm/models/deepseek_v4/nvidia/model.py)")
-MULTI_STREAM = {"gemma3n": _ALTUP, "gemma3n_text": _ALTUP, "deepseek_v4": f"DeepSeek-V4: {_MHC}",
-                "hy_v4": f"HY-V4: {_MHC}"}
+MULTI_STREAM = {"gemma3n": _ALTUP, "gemma3n_text": _ALTUP}
+
+#: Model types whose decoder layers carry ``hc_mult`` hyper-connection (mHC) streams ([batch, tokens, streams,
+#: hidden], each layer's ``attn_hc`` collapsing them into its input, a ``hc_head`` before the final norm):
+#: audited in the views of docs/coordinate.md (``Bk`` = the mean over the streams, what vLLM 0.34.0 and SGLang
+#: 0.5.23 feed; ``Bk.s<i>``, ``Bk.mix``). The count key is ``hc_mult`` (configuration_deepseek_v4.py,
+#: configuration_hy_v4.py; default 4, which a saved config.json may leave out).
+HYPER_CONNECTION = {"deepseek_v4": "DeepSeek-V4", "deepseek_v41": "DeepSeek-V4.1", "hy_v4": "HY-V4"}
+HC_KEY = "hc_mult"
 
 
 def _check_architecture(where, model_type: str, text_type: str) -> None:
@@ -272,9 +282,20 @@ def _info_from_json(target: str, path: Path) -> TargetInfo | None:
     _check_architecture(path, str(model_type), text_type)
     if "first_k_dense_replace" not in text and any(t in text_type for t in _DENSE_PREFIX_TYPES):
         return None
+    streams = 1
+    if text_type in HYPER_CONNECTION or model_type in HYPER_CONNECTION:
+        streams = text.get(HC_KEY)
+        if not isinstance(streams, int):
+            return None  # the config class's default
+        _check_streams(path, streams)
     return TargetInfo(name=str(target), source=str(target), architecture=str(archs[0]), model_type=str(model_type),
                       num_layers=n, hidden_size=h, vocab_size=v, config_sha256=file_hash(path),
-                      first_k_dense_replace=text.get("first_k_dense_replace"))
+                      first_k_dense_replace=text.get("first_k_dense_replace"), streams=streams)
+
+
+def _check_streams(where, streams) -> None:
+    if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+        raise BadCheckpoint(f"{where}: {HC_KEY} is {shown(streams)}; a hyper-connection target needs an integer >= 1")
 
 
 def _check_sizes(where, num_layers, hidden_size) -> None:
@@ -309,10 +330,14 @@ def target_info(target: str, config=None) -> TargetInfo:
         raise UnknownArchitecture(f"{target}: config has no num_hidden_layers/hidden_size (model_type {config.model_type!r})")
     _check_sizes(path or target, n, h)
     _check_architecture(path or target, config.model_type, text_type)
+    streams = 1
+    if text_type in HYPER_CONNECTION or config.model_type in HYPER_CONNECTION:
+        streams = getattr(tc, HC_KEY, None)
+        _check_streams(path or target, streams)
     return TargetInfo(name=str(target), source=str(target), architecture=arch, model_type=config.model_type,
                       num_layers=int(n), hidden_size=int(h), vocab_size=int(getattr(tc, "vocab_size", 0) or 0),
                       config_sha256=file_hash(path) if path is not None else config_hash(config),
-                      first_k_dense_replace=getattr(tc, "first_k_dense_replace", None))
+                      first_k_dense_replace=getattr(tc, "first_k_dense_replace", None), streams=int(streams))
 
 
 def _arch_from_model_type(config) -> str:
@@ -331,6 +356,7 @@ class LayerStack:
     layers: Any  # nn.ModuleList of decoder layers, len == N
     final_norm: Any  # the norm applied after the last layer
     path: str  # dotted module path of the layers, for messages
+    streams: int = 1  # hyper-connection streams; > 1: each layer's ``attn_hc`` gives its mixed input (Bk.mix)
 
     def __len__(self) -> int:
         return len(self.layers)
@@ -346,10 +372,11 @@ _NORM_NAMES = ("norm", "final_layernorm", "ln_f", "final_norm", "model_norm", "n
                "layer_norm", "embedding_norm", "ln_out", "out_norm", "layernorm")
 
 
-def find_layer_stack(model, num_layers: int) -> LayerStack:
+def find_layer_stack(model, num_layers: int, streams: int = 1) -> LayerStack:
     """Find the decoder layer ``ModuleList`` of any causal LM: plain (``model.layers``), nested text
     model of a multimodal wrapper (``model.language_model.layers``), DeepSeek/Kimi style. The stack is
-    the ``ModuleList`` of length N whose parent also holds a final norm; the shallowest wins."""
+    the ``ModuleList`` of length N whose parent also holds a final norm; the shallowest wins. ``streams`` > 1
+    (a hyper-connection target) needs an ``attn_hc`` module in every layer."""
     import torch.nn as nn
 
     found = []
@@ -365,7 +392,10 @@ def find_layer_stack(model, num_layers: int) -> LayerStack:
             f"{type(model).__name__}: no decoder-layer stack found (a ModuleList of {num_layers} layers beside a final norm)")
     found.sort(key=lambda t: t[0])
     _, path, layers, norm = found[0]
-    return LayerStack(layers=layers, final_norm=norm, path=path)
+    if streams > 1 and not all(isinstance(getattr(layer, "attn_hc", None), nn.Module) for layer in layers):
+        raise UnknownArchitecture(f"{type(model).__name__}: {streams} hyper-connection streams, but its layers at "
+                                  f"{path} hold no attn_hc module (the mixed input of each layer)")
+    return LayerStack(layers=layers, final_norm=norm, path=path, streams=streams)
 
 
 #: files whose presence means the target ships a tokenizer (one that then fails to load is bad input)
@@ -440,7 +470,7 @@ def load_target(target: str, device: str = "cpu", dtype: str = "auto", device_ma
                                 f"{(str(e).splitlines() or [''])[0][:200]})",
                                 hint="repair or remove the tokenizer files (a target without one takes token ids)") \
                 from None
-    stack = find_layer_stack(model, info.num_layers)
+    stack = find_layer_stack(model, info.num_layers, info.streams)
     return LoadedTarget(model, tokenizer, stack, info, device if not device_map else f"device_map={device_map}",
                         str(torch_dtype).replace("torch.", ""))
 

@@ -18,7 +18,7 @@ import torch
 
 from eagle_audit.capture import capture, capture_states, run_forward
 from eagle_audit.errors import AuditError
-from eagle_audit.states import State, all_states
+from eagle_audit.states import State, all_states, stream_states
 from eagle_audit.target import MULTI_STREAM, find_layer_stack, load_target, target_info
 
 from tests.architectures import NoTinyModel, decoder_only_types, tiny_model
@@ -35,15 +35,21 @@ def _one_line(e: AuditError) -> str:
     return e.message
 
 
-def _layout(caps: dict, hf: tuple, n: int) -> str | None:
-    """Which of transformers' two hidden_states layouts the captures equal, bit for bit: "embedding first"
-    (hidden_states[k] = Bk for k < N, [N] = post-norm; most models) or "layers only" (hidden_states[k] =
-    B(k+1) for k < N, [N] = post-norm; the Mamba family appends after each block and never the embedding)."""
+def _layout(caps: dict, hf: tuple, n: int, streams: int = 1) -> str | None:
+    """Which of transformers' hidden_states layouts the captures equal, bit for bit: "embedding first"
+    (hidden_states[k] = Bk for k < N, [N] = post-norm; most models), "layers only" (hidden_states[k] =
+    B(k+1) for k < N, [N] = post-norm; the Mamba family appends after each block and never the embedding), or
+    "hyper-connection streams" (hidden_states[k] = [batch, tokens, streams, hidden] for k < N: Bk is their mean,
+    Bk.s<i> stream i; docs/coordinate.md)."""
     def eq(a, b):
         return a.shape == b.shape and torch.equal(a, b)
 
     if len(hf) != n + 1 or not eq(caps[State(n, True)], hf[n]):
         return None
+    if streams > 1:
+        ok = all(eq(caps[State(k)], hf[k].mean(dim=2)) and all(eq(caps[State(k, stream=f"s{i}")], hf[k][:, :, i])
+                                                              for i in range(streams)) for k in range(n))
+        return "hyper-connection streams" if ok else None
     if all(eq(caps[State(k)], hf[k]) for k in range(n)):
         return "embedding first"
     if all(eq(caps[State(k + 1)], hf[k]) for k in range(n)):
@@ -89,8 +95,10 @@ def outcome(model_type: str, tmp_path) -> tuple[str, str]:
     except Exception as e:  # noqa: BLE001 - transformers' own forward, not ours
         return "skip", (f"{model_type}: transformers' own forward fails on the tiny config ({type(e).__name__}: "
                         f"{str(e).splitlines()[0][:160] if str(e) else ''})")
-    caps = capture_states(target, ids, all_states(n))  # an AuditError here would be a refusal the static side missed
-    layout = _layout(caps, hf, n)
+    streams = target.info.streams
+    # an AuditError here would be a refusal the static side missed
+    caps = capture_states(target, ids, all_states(n) + stream_states(n, streams))
+    layout = _layout(caps, hf, n, streams)
     assert layout is not None, f"{model_type}: captures differ from hidden_states ({target.stack.path})"
     return "captures", layout
 
