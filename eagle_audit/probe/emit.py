@@ -109,6 +109,9 @@ def _rule_json(members: list[ArchResult], version: str, count_error=None) -> dic
     if n_from:
         source += f"; N = {' | '.join(n_from)}"
     explicit = []
+    if not rule.explicit:  # a setter without an ids parameter: nothing ever reaches an explicit case
+        explicit.append({"shift": 0, "source": f"{members[0].setter.short()}: the setter takes no ids; the engine never "
+                                               "hands it any (ids_from is empty), so this case is never used"})
     for case in rule.explicit:
         item: dict = {}
         if case.when:
@@ -202,8 +205,15 @@ def to_convention_data(result: ProbeResult, base: Convention | None = None) -> d
             data["empty_capture"] = base.empty_capture.to_json()
         root = base.base or base
         if root.draft_classes:  # the draft classes are not probed either (eagle_audit.conventions.draft_classes)
-            data["draft_classes"] = [c.to_json() for c in root.draft_classes]
-            data["draft_class_fallback"] = root.draft_class_fallback
+            present = (result.extra or {}).get("_draft_archs")  # the draft classes this source registers, if read
+            kept = [c for c in root.draft_classes if present is None or set(c.architectures) & set(present)]
+            data["draft_classes"] = [c.to_json() for c in kept]
+            data["draft_class_fallback"] = root.draft_class_fallback if any(
+                c.name == root.draft_class_fallback for c in kept) else (kept[0].name if kept else None)
+            dropped = [c.name for c in root.draft_classes if c not in kept]
+            if dropped:
+                notes.append(f"draft_classes: {', '.join(dropped)} left out: no EntryClass of this source registers "
+                             "it.")
         if root.speculators_loader is not None:
             data["speculators_loader"] = loader_json(root.speculators_loader)
         if root.draft_architecture_rename is not None:

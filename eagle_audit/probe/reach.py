@@ -10,7 +10,13 @@ Heuristic, read from the class that holds ``layers_to_capture`` (the inner model
 * a membership test of an N-valued expression, ``self.end_layer in self.layers_to_capture``,
   ``num_layers in ...`` with ``num_layers = len(self.layers)`` or ``self.config.num_hidden_layers``:
   capture of the final boundary after the loop (the pre-norm output of the last layer), so 0 .. N;
+* ``self.start_layer in ...`` before the loop together with ``i + 1 in ...`` after each layer call (SGLang
+  0.5.17-0.5.20 GPT-OSS): index 0 (the embedding output) and the output of every layer, so 0 .. N;
 * any other membership test (``i - 1 in ...``): unrecognised, with its line.
+
+An in-loop capture that appends ``hidden_states + residual`` unguarded in a forward that starts with
+``residual = None`` (every SGLang release before the layer-boundary rewrite) raises TypeError at index 0: the
+reach then starts at 1 and ``none_add`` names the line.
 
 The inner model's own setter (``self.model.set_eagle3_layers_to_capture(list)``) is read too: a loop
 ``setattr(self.layers[i], "_is_layer_to_capture", True)`` without a bounds check turns an index >= N
@@ -97,8 +103,8 @@ class ReachReader:
         errors = [r for r in results if isinstance(r, ReachError)]
         if errors:
             return errors[0]
-        keys = {(r.min_capture, r.max_capture, r.unguarded is not None, r.count_check is not None, r.branch is not None)
-                for r in results}
+        keys = {(r.min_capture, r.max_capture, r.unguarded is not None, r.count_check is not None, r.branch is not None,
+                 r.none_add is not None) for r in results}
         if len(keys) > 1:
             names = ", ".join(c.name for c in classes)
             return ReachError(results[0].site, f"self.{attr} may hold {names}, which capture differently")
@@ -119,11 +125,15 @@ class ReachReader:
         final: Site | None = None
         packer: Site | None = None
         branch: Site | None = None
+        start: Site | None = None  # ``self.start_layer in ...`` before the loop: index 0 (the embedding output)
+        after: Site | None = None  # ``i + 1 in ...`` after the layer call: the output of layer i, so up to N
+        none_add: Site | None = None  # ``hidden_states + residual`` at index 0, where residual is still None
         for owner, fn in self.index.methods(inner):
             if fn.name in (SETTER, self.setter):
                 continue
             loop_vars, locals_ = _loop_vars(fn), _locals(fn)
             paired = _paired_with_residual(fn)
+            residual_none = _assigns_none(fn, "residual")
             for node in ast.walk(fn):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == PACKER:
                     packer = packer or Site(owner.path, node.lineno, node.end_lineno)
@@ -132,6 +142,11 @@ class ReachReader:
                         appended = _appended_name(sub)
                         if appended is not None and appended in paired:
                             branch = branch or Site(owner.path, sub.lineno, sub.end_lineno)
+                    left = node.test.left
+                    if residual_none and isinstance(left, ast.Name) and left.id in loop_vars:
+                        add = next((a for sub in node.body if (a := _unguarded_residual_add(sub))), None)
+                        if add is not None:
+                            none_add = none_add or Site(owner.path, add.lineno, add.end_lineno)
                 if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In) and \
                         isinstance(node.comparators[0], ast.Attribute) and \
                         node.comparators[0].attr == "layers_to_capture":
@@ -141,16 +156,35 @@ class ReachReader:
                         in_loop = _first(in_loop, site)
                     elif _n_valued(left, locals_):
                         final = _first(final, site)
+                    elif isinstance(left, ast.Attribute) and left.attr == "start_layer":
+                        start = _first(start, site)
+                    elif isinstance(left, ast.BinOp) and isinstance(left.op, ast.Add) and \
+                            isinstance(left.left, ast.Name) and left.left.id in loop_vars and \
+                            isinstance(left.right, ast.Constant) and left.right.value == 1:
+                        after = _first(after, site)
                     else:
                         return ReachError(site, f"unrecognised capture test `{ast.unparse(node)[:60]}` at {site}")
                 elif _reads_flag(node):
                     in_loop = _first(in_loop, Site(owner.path, node.lineno, node.end_lineno))
-        extra = dict(unguarded=unguarded, count_check=packer, branch=branch)
+        extra = dict(unguarded=unguarded, count_check=packer, branch=branch, none_add=none_add)
+        low = "1" if none_add else "0"
+        if none_add:
+            extra_how = f"; index 0 adds hidden_states + residual with residual None ({none_add.short()}): TypeError"
+        else:
+            extra_how = ""
+        if after:
+            if not start:
+                return ReachError(after, f"capture test `i + 1 in layers_to_capture` at {after} without a capture "
+                                         "of index start_layer before the loop")
+            how = (f"index start_layer (0, the embedding output) before the layer loop ({start.short()}); "
+                   f"i + 1 after layer i ({after.short()}): 0 .. N")
+            return Reach("0", "N", Site(after.path, min(start.line, after.line), after.end_line), how, **extra)
         if final:
-            how = f"final boundary captured after the layer loop ({final.short()})"
-            return Reach("0", "N", final, how, **extra)
+            how = f"final boundary captured after the layer loop ({final.short()})" + extra_how
+            return Reach(low, "N", final, how, **extra)
         if in_loop:
-            return Reach("0", "N - 1", in_loop, f"capture only inside the layer loop ({in_loop.short()})", **extra)
+            return Reach(low, "N - 1", in_loop, f"capture only inside the layer loop ({in_loop.short()})" + extra_how,
+                         **extra)
         if not any(_reads_capture_state(fn) for _, fn in self.index.all_definitions(inner)
                    if fn.name not in (SETTER, self.setter)):
             return ReachError(inner.site(), f"{inner.name} ({inner.site()}) never reads layers_to_capture: "
@@ -188,6 +222,25 @@ def _paired_with_residual(fn: ast.FunctionDef) -> set[str]:
             if len(elts) == 2 and all(isinstance(e, ast.Name) for e in elts) and elts[1].id == "residual":
                 out.add(elts[0].id)
     return out
+
+
+def _assigns_none(fn: ast.FunctionDef, name: str) -> bool:
+    """Whether ``fn`` binds ``name = None`` somewhere (SGLang's first pipeline rank: ``residual = None``)."""
+    return any(isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant) and n.value.value is None and
+               any(isinstance(t, ast.Name) and t.id == name for t in n.targets) for n in ast.walk(fn))
+
+
+def _unguarded_residual_add(stmt: ast.stmt) -> ast.BinOp | None:
+    """``aux.append(hidden_states + residual)`` with no ``... if residual is not None else ...`` around the sum:
+    the add (older SGLang releases; it raises TypeError where residual is still None, before layer 0)."""
+    if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call) and isinstance(stmt.value.func, ast.Attribute)
+            and stmt.value.func.attr == "append" and len(stmt.value.args) == 1):
+        return None
+    arg = stmt.value.args[0]
+    if isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add) and \
+            {getattr(arg.left, "id", None), getattr(arg.right, "id", None)} == {"hidden_states", "residual"}:
+        return arg
+    return None
 
 
 def _reads_capture_state(fn: ast.FunctionDef) -> bool:

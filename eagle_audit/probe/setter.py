@@ -1,7 +1,9 @@
 """Read an EAGLE-3 setter's body symbolically: what it stores for ``ids=None`` and for explicit ids.
 
 The setter (``set_eagle3_layers_to_capture(self, layer_ids=None)``) is executed twice over the
-``ast``, never run: once with the ids absent (the default path) and once with explicit ids. Values
+``ast``, never run: once with the ids absent (the default path) and once with explicit ids. A setter with no
+ids parameter (``set_eagle3_layers_to_capture(self)``, SGLang 0.4.4.post2-0.4.8) has the default path only:
+its analysis has no explicit cases and ``takes_ids`` False. Values
 are tracked symbolically:
 
 * ``N``: ``self.config.num_hidden_layers``, ``self.config.text_config.num_hidden_layers``,
@@ -118,6 +120,7 @@ class SetterAnalysis:
     delegate_site: Site | None = None
     checks: tuple[tuple[str, Site, str, str], ...] = ()  # (condition over ids, site, error, message): the setter raises
     sink_name: str = "layers_to_capture"  # the attribute the capture list is stored in
+    takes_ids: bool = True  # False: ``set_eagle3_layers_to_capture(self)``, no ids parameter (explicit is empty)
 
 
 @dataclass
@@ -152,9 +155,10 @@ class SetterReader:
         self.setter, self.need_default, self.sinks = setter, need_default, sinks
         self.checks: list[tuple[str, Site, str, str]] = []
         args = fn.args.posonlyargs + fn.args.args
-        if len(args) < 2:
+        if len(args) < 2 and (not need_default or fn.args.vararg or fn.args.kwarg or fn.args.kwonlyargs):
             raise Unrecognised(fn, f"{setter} takes no ids parameter")
-        self.param = args[1].arg
+        # ``set_eagle3_layers_to_capture(self)`` (SGLang 0.4.4.post2-0.4.8): the default is all it can store
+        self.param = args[1].arg if len(args) >= 2 else None
         self.n_from: set[str] = set()
 
     def site(self, node: ast.AST, start: int | None = None) -> Site:
@@ -164,7 +168,7 @@ class SetterReader:
 
     def read(self) -> SetterAnalysis:
         default = self._run(NoneVal()) if self.need_default else []  # block setters always get ids
-        explicit = self._run(Ids())
+        explicit = self._run(Ids()) if self.param is not None else []  # a setter without the parameter gets none
         delegates = {s.delegate[0] for s in default + explicit if s.delegate}
         if delegates:
             if len(delegates) > 1 or any(s.delegate is None for s in default + explicit):
@@ -196,7 +200,7 @@ class SetterReader:
         return SetterAnalysis(
             default_ids=ast.unparse(d.sink_value.node), default_shift=d.sink_value.shift,
             default_site=d.sink.site, explicit=tuple(cases), sink=d.sink, flag_loops=flags,
-            n_from=", ".join(sorted(self.n_from)))
+            n_from=", ".join(sorted(self.n_from)), takes_ids=self.param is not None)
 
     def _explicit_only(self, explicit: list[_State]) -> SetterAnalysis:
         """A setter that raises without ids (the DFlash / DSpark ones): its explicit cases and checks only."""
@@ -216,7 +220,7 @@ class SetterReader:
                               sink_name=first.sink_name)
 
     def _run(self, ids: object) -> list[_State]:
-        state = _State(env={self.param: ids})
+        state = _State(env={self.param: ids} if self.param is not None else {})
         return [s for s in self._block(list(self.fn.body), state) if s is not None]
 
     # ---------------------------------------------------------------- statements
