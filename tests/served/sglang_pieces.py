@@ -100,6 +100,7 @@ class SGLangPieces:
     def __init__(self, wheel: Path, root: Path):
         self.src = WheelSource(wheel)
         self.root = extract(wheel, root, "sglang/")
+        self.version = Path(wheel).name.split("-")[1]  # the release /server_info reports
         self._parser = None  # built on first use (needs msgspec, as SGLang does)
 
     # ------------------------------------------------------------------ arguments

@@ -93,6 +93,7 @@ class FakeSGLang:
         """``parsed``: the launch line already parsed (bench/evidence/served_gpu.py on a machine without msgspec, which
         SGLang's parser needs; the tests always parse here)."""
         self.pieces, self.faults = pieces, faults
+        self.version = pieces.version
         self.target = target or Target(target_path)
         ns = parsed if parsed is not None else pieces.parse(argv)
         if parsed is None:
@@ -323,7 +324,9 @@ class _Handler(BaseHTTPRequestHandler):
                     "enable_return_aux_hidden_states": a.enable_return_aux_hidden_states,
                     "return_aux_hidden_state_layer_ids": a.return_aux_hidden_state_layer_ids,
                     "speculative_algorithm": None, "model_path": a.model_path,
-                    "dtype": str(next(fake.target.model.parameters()).dtype).replace("torch.", "")}
+                    "dtype": str(next(fake.target.model.parameters()).dtype).replace("torch.", ""),
+                    # sglang.version.__version__ (http_server.py:888): the release of the wheel whose pieces run here
+                    "version": fake.version}
             self._send(200, json.dumps(info).encode())
         else:
             self._send(404, b'{"error": "not found"}')

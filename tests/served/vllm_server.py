@@ -85,6 +85,7 @@ class FakeVLLM:
     def __init__(self, wheel, target_path, boundaries: list[int], storage: Path, faults: VFaults = VFaults()):
         self.mod = connector_module(wheel)
         self.wheel = wheel
+        self.version = Path(getattr(wheel, "path", wheel)).name.split("-")[1]  # the release GET /version answers
         self.target = Target(target_path)
         self.boundaries, self.storage, self.faults = boundaries, storage, faults
         C = self.mod["ExampleHiddenStatesConnector"]
@@ -185,6 +186,20 @@ class FakeVLLM:
 class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
+
+    def do_GET(self):
+        # GET /version: {"version": VLLM_VERSION} (entrypoints/serve/instrumentator/basic.py:53-56), the release read
+        # from the wheel this server runs the connector of
+        if self.path != "/version":
+            return self._send(404, b'{"detail": "Not Found"}')
+        self._send(200, json.dumps({"version": self.server.fake.version}).encode())
+
+    def _send(self, code: int, data: bytes) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
