@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Iterable
@@ -43,7 +44,13 @@ def collect(stages: Iterable[Path], probes: Path, say=print) -> tuple[dict[str, 
             if engine not in ENGINES:
                 continue
             if f.suffix == ".missing":
-                missing[engine].setdefault(version, {})[stem] = f.read_text().strip().splitlines()[0][:400] if f.read_text().strip() else "not read"
+                try:
+                    text = f.read_text().strip()
+                except OSError as e:  # a file being written as the pack runs
+                    say(f"{f}: left out: {e}")
+                    continue
+                why = re.sub(r"(?:/[^\s/:]+)+/([^\s/:]+\.whl)", r"\1", text.splitlines()[0] if text else "not read")
+                missing[engine].setdefault(version, {})[stem] = why[:400]  # no local folder in the package data
                 continue
             if f.suffix != ".json":
                 continue
@@ -77,7 +84,7 @@ def collect(stages: Iterable[Path], probes: Path, say=print) -> tuple[dict[str, 
 
 def _load(f: Path, say) -> dict | None:
     try:
-        data = json.loads(f.read_text())
+        data = json.loads(f.read_text())  # OSError / a half-written file: left out, said
         parse_convention(data, str(f))
         return data
     except Exception as e:  # noqa: BLE001 -- a staged file that does not load is said and left out, whatever the cause

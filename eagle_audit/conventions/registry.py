@@ -73,13 +73,24 @@ def get_convention(name_or_path: str | None, kind: str) -> Convention:
     return conv
 
 
+#: an engine convention whose releases begin later than the engine's, and the convention older releases run instead
+#: (vLLM's V2 model runner rules are read from the releases that have it; before them, the V1 runner's)
+OLDER = {"vllm": "vllm-v1", "vllm-dflash": "vllm-v1-dflash"}
+
+
 def release_convention(name: str, spec: str, how: str | None = None) -> Convention:
     """Engine ``name``'s rules at the release ``spec`` names (a release, the nearest known one, or a range's
     newest), from the release data; ``how`` it was chosen (default: given)."""
     from dataclasses import replace
 
-    from .releases import GIVEN, NEAREST, choose
+    from .releases import GIVEN, NEAREST, choose, known, version_key
 
+    older = OLDER.get(name)
+    if older and ".." not in spec and not spec.startswith((">=", "<=")) and known(name) and known(older) and \
+            version_key(spec)[0] and version_key(spec) < version_key(known(name)[0]):
+        conv = release_convention(older, spec, how)
+        note = f"the {name} rules are known from {known(name)[0]} on; {spec} is older: its {older} rules apply"
+        return replace(conv, release_note="; ".join(x for x in (note, conv.release_note) if x))
     choice = choose(name, spec, how or GIVEN)
     conv = _release(name, choice.version)
     return replace(conv, release_how=choice.how if choice.how != NEAREST or how is None else f"{how}, {NEAREST}",

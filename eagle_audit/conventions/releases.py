@@ -5,7 +5,8 @@ Storage (``probes/releases/<engine>.json``, ``"schema": "eagle-audit/releases/1"
 :mod:`eagle_audit.conventions.pack`, docs/releases.md):
 
 ``sets``
-    ``{set id: {"convention": a whole convention file as probed from the set's first release, "releases": [...]}}``.
+    ``{set id: {"convention": a whole convention file as probed from the set's first release, "releases": [...]}}``,
+    or, where shorter, ``{"from": the set made before it, "delta": what changed, "releases"}`` (:func:`delta`).
     Releases whose conventions differ only in text (file:line citations, the version, notes) share one set.
 ``releases``
     ``{version: {convention name: {"set": set id, "text": {JSON pointer: string}}}}``: the strings of that release
@@ -124,34 +125,94 @@ def apply_text(base: Mapping[str, Any], text: Mapping[str, Any]) -> dict:
     return out
 
 
+def delta(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "") -> dict:
+    """What turns ``old`` into ``new``: ``{"set": {JSON pointer: value}, "del": [JSON pointer]}``, objects compared
+    key by key (a list or a scalar that differs is set whole)."""
+    out: dict = {"set": {}, "del": []}
+    for k in old:
+        if k not in new:
+            out["del"].append(f"{path}/{_escape(k)}")
+    for k, v in new.items():
+        here = f"{path}/{_escape(k)}"
+        if k in old and isinstance(v, Mapping) and isinstance(old[k], Mapping):
+            inner = delta(old[k], v, here)
+            out["set"].update(inner["set"])
+            out["del"].extend(inner["del"])
+        elif k not in old or old[k] != v:
+            out["set"][here] = v
+    return out
+
+
+def apply_delta(old: Mapping[str, Any], d: Mapping[str, Any]) -> dict:
+    """``old`` with :func:`delta`'s changes made (``old`` is not changed)."""
+    out = json.loads(json.dumps(old))
+    for pointer in d.get("del", ()):
+        parts = [_unescape(p) for p in pointer.split("/")[1:]]
+        node = out
+        for p in parts[:-1]:
+            node = node[p]
+        node.pop(parts[-1], None)
+    for pointer, value in d.get("set", {}).items():
+        parts = [_unescape(p) for p in pointer.split("/")[1:]]
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+        node[parts[-1]] = value
+    return out
+
+
 def pack(conventions: Iterable[Mapping[str, Any]], engine: str, missing: Mapping[str, Mapping[str, str]] | None = None,
          generated_by: str = "") -> dict:
-    """The compact form of ``conventions`` (whole convention files, any order; one per (name, version))."""
+    """The compact form of ``conventions`` (whole convention files, any order; one per (name, version)). A set is
+    stored whole (``convention``) or, where shorter, as the change from the set made before it (``from``,
+    ``delta``: :func:`delta`)."""
     by_name: dict[str, dict[str, Mapping]] = {}
     for c in conventions:
         by_name.setdefault(c["name"], {})[str(c["version"])] = c
     sets: dict[str, dict] = {}
+    whole: dict[str, Mapping] = {}
     releases: dict[str, dict] = {}
     for name in sorted(by_name):
         shapes: dict[str, str] = {}  # skeleton -> set id
+        last = None
         for version in _sorted(by_name[name]):
             data = by_name[name][version]
             shape = skeleton(data)
             sid = shapes.get(shape)
             if sid is None:
                 sid = shapes[shape] = f"{name}/{len(shapes) + 1}"
-                sets[sid] = {"releases": [], "convention": data}
+                whole[sid] = data
+                entry: dict = {"releases": [], "convention": data}
+                if last is not None:
+                    d = delta(whole[last], data)
+                    if len(json.dumps(d)) < len(json.dumps(data)):
+                        entry = {"releases": [], "from": last, "delta": d}
+                sets[sid] = entry
+                last = sid
             sets[sid]["releases"].append(version)
-            releases.setdefault(version, {})[name] = {"set": sid, "text": text_diff(sets[sid]["convention"], data)}
+            releases.setdefault(version, {})[name] = {"set": sid, "text": text_diff(whole[sid], data)}
     return {"schema": SCHEMA, "engine": engine, "generated_by": generated_by,
             "releases": {v: releases[v] for v in _sorted(releases)}, "sets": sets,
             "missing": {v: dict(m) for v, m in sorted((missing or {}).items(), key=lambda kv: version_key(kv[0]))}}
 
 
+def set_convention(packed: Mapping[str, Any], sid: str) -> dict:
+    """Rule set ``sid`` as a whole convention file (its first release's text); remembered per pack."""
+    memo = _MEMO.setdefault(id(packed), (packed, {}))[1]  # the pack is kept alive beside its memo
+    if sid not in memo:
+        entry = packed["sets"][sid]
+        memo[sid] = entry["convention"] if "convention" in entry else apply_delta(set_convention(packed, entry["from"]),
+                                                                                  entry["delta"])
+    return memo[sid]
+
+
+_MEMO: dict[int, tuple[Mapping, dict]] = {}
+
+
 def convention_data(packed: Mapping[str, Any], version: str, name: str) -> dict:
     """One release's convention file, as probed."""
     entry = packed["releases"][version][name]
-    return apply_text(packed["sets"][entry["set"]]["convention"], entry["text"])
+    return apply_text(set_convention(packed, entry["set"]), entry["text"])
 
 
 # ----------------------------------------------------------------------------- the packs shipped
@@ -244,6 +305,10 @@ def choose(name: str, spec: str, how: str = GIVEN) -> Choice:
         raise UnknownConvention(f"engine {name!r}: no release data", hint=(
             "releases are known for: " + ", ".join(sorted({n for _, p in packs() for r in p['releases'].values() for n in r}))
             + ("; " + "; ".join(f"{v}: {m[name]}" for v, m in why.items() if name in m) if why else "")))
+    gone = missing_reason(name, spec)
+    if gone is not None:
+        raise UnknownConvention(f"engine {name}@{spec}: no rules: {gone}",
+                                hint=f"{name} rules are known for: {versions[0]} .. {versions[-1]}")
     bounds = _bounds(spec)
     if bounds is not None:
         lo, hi = bounds
@@ -265,8 +330,12 @@ def choose(name: str, spec: str, how: str = GIVEN) -> Choice:
     below = [v for v in versions if version_key(v) < version_key(spec)]
     above = [v for v in versions if version_key(v) > version_key(spec)]
     if not below:
-        return Choice(name, above[0], NEAREST, spec, f"{spec} is older than every release in the data: the rules of "
-                      f"{above[0]}, the oldest known, are assumed")
+        gone = [v for v in (pack_for(name) or ("", {}))[1].get("missing", {}) if missing_reason(name, v)
+                and version_key(v) < version_key(above[0])]
+        raise UnknownConvention(f"engine {name}@{spec}: older than every release with {name} rules (the oldest is "
+                                f"{above[0]})" + (f"; releases read and found without them: {gone[0]} .. {gone[-1]}"
+                                                  if gone else ""),
+                                hint=f"{name} rules are known for: {versions[0]} .. {versions[-1]}")
     near = below[-1]
     if not above:
         note = f"{spec} is newer than every release in the data: the rules of {near}, the newest known, are assumed"
