@@ -285,7 +285,7 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
 
         conv = convention_for(trainer_convention(trainer, notes), draft.kind, notes)
     else:
-        pipeline = pick_pipeline(trainer, draft, info, trained_ids, notes)
+        pipeline = pick_pipeline(trainer, draft, info, trained_ids, notes) or pick_export(trainer, draft, notes)
         conv = trainer_convention(pipeline or trainer, notes)
     if assumed and trainer in TRAINER_FALLBACK and conv.unsupported_reason(info.architecture) is not None:
         older = get_convention(TRAINER_FALLBACK[trainer], "trainer")
@@ -354,7 +354,10 @@ def assumed_trainer(draft: DraftSpec, info: TargetInfo, trained_ids: tuple[int, 
     trainer = TRAINER_BY_LAYOUT[draft.layout]
     why = f"from the draft's {draft.layout} layout"
     ids = trained_ids if trained_ids is not None else read_ids(draft.config, "nested")
-    if not uses_aux(draft.config):
+    if draft.config.get(TORCHSPEC_MARK) is not None:
+        trainer, why = "torchspec-hf", (f"its config carries {TORCHSPEC_MARK}, which TorchSpec's tools/convert_to_hf.py "
+                                        "writes into every export (lightseekorg/TorchSpec@6f21829 :270-273, :333-336)")
+    elif not uses_aux(draft.config):
         trainer, why = "modelopt", ("eagle_config.use_aux_hidden_state is false (no fc, the last state only): modelopt "
                                     "exports such drafts (hf_eagle.py:488-494)")
     elif draft.layout == "sglang" and ids and info.num_layers in ids:
@@ -370,6 +373,41 @@ def assumed_trainer(draft: DraftSpec, info: TargetInfo, trained_ids: tuple[int, 
                      "was converted, its trained wiring is the source trainer's: name it with --trainer, or measure "
                      "it with `eagle-audit fingerprint`")
     return trainer
+
+
+#: the key TorchSpec's exporter writes into every exported draft config (tools/convert_to_hf.py:270-273, :333-336)
+TORCHSPEC_MARK = "_torchspec_version"
+#: model types whose ids TorchSpec's ``convert_to_hf.py --vllm`` rewrites (+1, :146-158)
+TORCHSPEC_REWRITTEN = ("kimi_k2",)
+
+
+def pick_export(trainer: str, draft: DraftSpec, notes: list[str]) -> str | None:
+    """The export layout of a trainer whose exporter rewrites ids, chosen from what the draft's files show (None:
+    the draft is as trained). TorchSpec (``torchspec-hf``): ``convert_to_hf.py --vllm`` writes a ``kimi_k2`` draft's
+    ids + 1 and renames its weights ``midlayer.*`` -> ``layers.0.*`` (:131, :146-158, :250-256), so a ``kimi_k2``
+    draft whose decoder weights are ``layers.0.*`` is that export (``midlayer.*``: the native export, ids as trained);
+    a config-only one is the export when its first id is not 1 (TorchSpec's default starts at 1, the export at 2:
+    sglang PR #25454 on lightseekorg/kimi-k2.5-eagle3-mla). ``notes`` says which and why."""
+    if trainer.partition("@")[0] != "torchspec-hf" or draft.config.get("model_type") not in TORCHSPEC_REWRITTEN:
+        return None
+    names = draft.weight_names
+    ids = read_ids(draft.config, "nested") or read_ids(draft.config, "top_level")
+    if any(n.startswith("layers.0.") for n in names):
+        why = "its decoder weights are named layers.0.* (the --vllm export's rename; the native export keeps midlayer.*)"
+    elif any(n.startswith("midlayer.") for n in names):
+        notes.append(f"{param('trainer', trainer)}: a kimi_k2 draft with midlayer.* weights is TorchSpec's native export "
+                     "(tools/convert_to_hf.py without --vllm): its ids are the training ids")
+        return None
+    elif not draft.has_weights and ids and ids[0] != 1:
+        why = (f"its first id is {ids[0]}, not 1 (TorchSpec's default [1, N//2-1, N-4] starts at 1, its --vllm export "
+               f"at 2); a config-only draft shows no weight names: pass {param('trainer', 'torchspec-hf-vllm-export')} "
+               f"or {param('trainer', 'torchspec-hf')} to say which")
+    else:
+        return None
+    notes.append(f"{param('trainer', trainer)}: the draft is TorchSpec's export for vLLM (tools/convert_to_hf.py --vllm, "
+                 f"which writes a kimi_k2 draft's ids + 1): {why}; audited as torchspec-hf-vllm-export, whose config ids "
+                 "are the training ids + 1")
+    return "torchspec-hf-vllm-export"
 
 
 def pick_pipeline(trainer: str, draft: DraftSpec, info: TargetInfo, trained_ids: tuple[int, ...] | None,

@@ -78,3 +78,57 @@ def test_an_unknown_trainer_version_gets_the_known_facts_and_says_so():
         f"{conv.title} 9.9.9 is not a version eagle-audit knows: used the facts of {conv.title} {conv.version} "
         f"({conv.path})"]
     assert json.loads(json.dumps(conv.to_json()))["name"] == "specforge"
+
+
+# ---------------------------------------------------------------------------- a trainer's export layout
+
+KIMI_IDS = [2, 30, 58]  # lightseekorg/kimi-k2.5-eagle3-mla: TorchSpec's default [1, 29, 57] exported + 1 (PR #25454)
+
+
+def kimi_draft(make_draft, weights: str = "layers.0.", **extra):
+    """A TorchSpec kimi_k2 draft as its exporter writes it: ``layers.0.*`` weights with --vllm, else ``midlayer.*``."""
+    def rename(sd):
+        for k in [k for k in sd if k.startswith("midlayer.")]:
+            sd[weights + k[len("midlayer."):]] = sd.pop(k)
+
+    cfg = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", **extra}
+    return make_draft(nested_ids=KIMI_IDS, top_level_ids=KIMI_IDS, extra=cfg, edit=rename)
+
+
+@pytest.mark.parametrize("trainer", ["torchspec-hf", None])
+def test_torchspec_vllm_export_is_read_as_its_own_convention(config_only_target, make_draft, audit, trainer):
+    target = config_only_target("DeepseekV3ForCausalLM", 61, "deepseek_v3")
+    r = audit(target, kimi_draft(make_draft, _torchspec_version="0.1.0"), trainer=trainer, engine="sglang",
+              static=True)
+    assert r.verdict == "match", [f.what for f in r.findings]
+    assert [s.label() for s in r.trained.states] == [s.label() for s in r.served.states] == ["B2", "B30", "B58"]
+    assert r.trained.convention == "torchspec-hf-vllm-export" and r.fix is None
+    assert any("TorchSpec's export for vLLM" in n and "layers.0.*" in n for n in r.provenance["notes"])
+    if trainer is None:
+        assert any("_torchspec_version" in n for n in r.provenance["notes"])
+
+
+def test_torchspec_native_export_keeps_the_training_ids(config_only_target, make_draft, audit):
+    target = config_only_target("DeepseekV3ForCausalLM", 61, "deepseek_v3")
+    r = audit(target, kimi_draft(make_draft, "midlayer."), trainer="torchspec-hf", engine="sglang", static=True)
+    assert r.trained.convention == "torchspec-hf"
+    assert [s.label() for s in r.trained.states] == ["B3", "B31", "B59"]  # OUT-k: trained on ids [2, 30, 58]
+    assert any("native export" in n for n in r.provenance["notes"])
+
+
+def test_a_config_only_kimi_draft_is_the_export_when_its_first_id_is_not_1(config_only_target, tmp_path, audit):
+    target = config_only_target("DeepseekV3ForCausalLM", 61, "deepseek_v3")
+    cfg = {"architectures": ["Eagle3DeepseekV2ForCausalLM"], "model_type": "kimi_k2", "hidden_size": 32,
+           "eagle_config": {"eagle_aux_hidden_state_layer_ids": KIMI_IDS}}
+    (tmp_path / "kimi").mkdir()
+    (tmp_path / "kimi" / "config.json").write_text(json.dumps(cfg))
+    r = audit(target, tmp_path / "kimi", trainer="torchspec-hf", engine="sglang", static=True)
+    assert r.trained.convention == "torchspec-hf-vllm-export"
+    assert [s.label() for s in r.trained.states] == ["B2", "B30", "B58"]
+
+
+def test_other_torchspec_drafts_are_never_rewritten(config_only_target, make_draft, audit):
+    r = audit(config_only_target("LlamaForCausalLM", 30), make_draft(nested_ids=[1, 14, 26],
+              edit=lambda sd: sd.update({k.replace("midlayer.", "layers.0."): sd.pop(k) for k in list(sd) if
+                                         k.startswith("midlayer.")})), trainer="torchspec-hf", static=True)
+    assert r.trained.convention == "torchspec-hf"

@@ -58,3 +58,33 @@ def test_hf_backend_capture_is_torchspec_hf(torchspec_root, tiny_targets, key):
         assert torch.allclose(out.last_hidden_states[0].float(), caps[State(n, normed=True)].float(), atol=1e-5)
         checked += 1
     assert checked >= 2
+
+
+def _fixup_export_config(root: Path):
+    """tools/convert_to_hf.py's ``_fixup_export_config``, compiled alone out of the checkout (the tool imports
+    torchspec.models, which needs ray)."""
+    import ast
+    import json
+
+    source = (root / "tools/convert_to_hf.py").read_text()
+    fn = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == "_fixup_export_config")
+    namespace: dict = {"json": json}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), "convert_to_hf.py", "exec"), namespace)
+    return namespace["_fixup_export_config"]
+
+
+@pytest.mark.parametrize("ids", [None, [1, 29, 57], [0, 30, 59], [3, 10, 40]])
+def test_vllm_export_convention_is_torchspec_hf_on_the_training_ids(torchspec_root, ids):
+    """The exporter (--vllm) rewrites a kimi_k2 draft's ids; the export convention on the exported config trains on
+    exactly what torchspec-hf trains on with the config before export."""
+    fixup = _fixup_export_config(torchspec_root)
+    native = {"model_type": "kimi_k2", "architectures": ["Eagle3DeepseekV2ForCausalLM"]}
+    if ids is not None:
+        native["eagle_config"] = {"eagle_aux_hidden_state_layer_ids": ids}
+    exported = fixup(native, export_for_vllm=True)
+    assert fixup(native, export_for_vllm=False) == native  # the native export keeps the training ids
+    trained = get_convention("torchspec-hf", "trainer").resolve(native, "DeepseekV3ForCausalLM", 61)
+    export = get_convention("torchspec-hf-vllm-export", "trainer").resolve(exported, "DeepseekV3ForCausalLM", 61)
+    assert export.states == trained.states and (export.failure is None) == (trained.failure is None)
+    if ids is not None:
+        assert list(exported["eagle_config"]["eagle_aux_hidden_state_layer_ids"]) == [i + 1 for i in ids]
