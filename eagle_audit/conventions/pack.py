@@ -84,12 +84,25 @@ def collect(stages: Iterable[Path], probes: Path, say=print) -> tuple[dict[str, 
 
 def _load(f: Path, say) -> dict | None:
     try:
-        data = json.loads(f.read_text())  # OSError / a half-written file: left out, said
+        data = _local_paths_out(json.loads(f.read_text()))  # OSError / a half-written file: left out, said
         parse_convention(data, str(f))
         return data
     except Exception as e:  # noqa: BLE001 -- a staged file that does not load is said and left out, whatever the cause
         say(f"{f}: left out: {type(e).__name__}: {str(e)[:200]}")
         return None
+
+
+def _local_paths_out(x):
+    """Every string with this machine's folders taken out (the data ships): ``/a/b/sglang-0.5.6-...whl`` ->
+    ``sglang-0.5.6-...whl``, ``/a/b/probes/sglang.json`` -> ``probes/sglang.json``."""
+    if isinstance(x, dict):
+        return {k: _local_paths_out(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_local_paths_out(v) for v in x]
+    if isinstance(x, str) and "/" in x:
+        x = re.sub(r"(?:/[^\s/:()]+)+/([^\s/:()]+\.whl)", r"\1", x)
+        return re.sub(r"(?:/[^\s/:()]+)+/(probes/[^\s/:()]+\.json)", r"\1", x)
+    return x
 
 
 def render(packed: dict) -> str:

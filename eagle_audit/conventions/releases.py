@@ -99,12 +99,12 @@ def text_diff(base: Mapping[str, Any], data: Mapping[str, Any]) -> dict[str, Any
     theirs = {p: s for p, _, s in _leaves({k: v for k, v in base.items() if k not in OWN})}
     out: dict[str, Any] = {p: s for p, _, s in _leaves({k: v for k, v in data.items() if k not in OWN})
                            if theirs.get(p) != s}
-    for k in OWN:
+    for k in sorted(OWN):
         if k in data and data.get(k) != base.get(k):
             out[f"/{k}"] = data[k]
         elif k not in data and k in base:
             out[f"/{k}"] = None
-    return out
+    return dict(sorted(out.items()))
 
 
 def apply_text(base: Mapping[str, Any], text: Mapping[str, Any]) -> dict:
@@ -140,6 +140,8 @@ def delta(old: Mapping[str, Any], new: Mapping[str, Any], path: str = "") -> dic
             out["del"].extend(inner["del"])
         elif k not in old or old[k] != v:
             out["set"][here] = v
+    if not path:  # in pointer order: the same change is written the same way whatever the objects' key order
+        out = {"set": dict(sorted(out["set"].items())), "del": sorted(out["del"])}
     return out
 
 
