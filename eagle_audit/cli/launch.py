@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from typing import Annotated
 
 import typer
@@ -9,6 +10,7 @@ from rich.console import Console
 from rich.text import Text
 
 from ..engines.lines import LINE_ENGINES, LaunchLines, launch_lines
+from ..layers.launch_warning import launch_warning
 from .console import out
 from .defaults import default_inputs
 from .edge import error_edge
@@ -47,17 +49,23 @@ def launch(
       eagle-audit launch -t ./Llama-3.1-8B -d ./my-eagle3 --json lines.json
     """
     with error_edge():
+        given = " ".join(f"{flag} {shlex.quote(str(v))}" for flag, v in (("-t", target), ("-d", draft)) if v is not None)
         target, draft = default_inputs(target, draft)
         check_outputs(audit_inputs(target, draft), files={"--json": json_out})
         names = tuple(e.strip() for e in engines.split(",") if e.strip())
         result = launch_lines(target, draft, names, storage, num_steps)
+        warnings = {e.engine: launch_warning(str(target), str(draft), e.engine, given) for e in result.engines}
         if json_out != "-":
-            render_lines(result, out)
+            render_lines(result, out, warnings)
         if json_out:
-            write_json(result.to_json(), json_out)
+            data = result.to_json()
+            for e in data["engines"]:
+                e["warning"] = warnings.get(e["engine"])
+            write_json(data, json_out)
 
 
-def render_lines(result: LaunchLines, console: Console) -> None:
+def render_lines(result: LaunchLines, console: Console, warnings: dict[str, str | None] | None = None) -> None:
+    """The lines per engine; ``warnings``: engine -> the one line saying `layers` finds the draft mis-wired there."""
     console.print(Text.assemble(("target", "bold"), f" {result.target}"), highlight=False)
     console.print(Text.assemble(("draft", "bold"), f"  {result.draft}"), highlight=False)
     for note in result.notes:
@@ -65,6 +73,9 @@ def render_lines(result: LaunchLines, console: Console) -> None:
     for e in result.engines:
         console.print()
         console.print(Text(f"{e.title} ({e.engine})", style="bold"), highlight=False)
+        if (warnings or {}).get(e.engine):
+            console.print(f"warning: {warnings[e.engine]}", highlight=False, markup=False, style="yellow",
+                          soft_wrap=True)
         for role, what in ROLES:
             launch = getattr(e, role)
             cap = launch.capture

@@ -79,7 +79,22 @@ def launch_lines(target: str, draft: str, engines: Sequence[str] = LINE_ENGINES,
     for name in engines:
         conv = get_convention(name, "engine")
         eng = for_variant(name)
-        lines = (eng.speculative(served_as, draft_path, num_steps, name), eng.serving(spec.config, shape, storage, conv),
+        lines = (eng.speculative(served_as, draft_path, num_steps, name), _serving(eng, spec, shape, storage, conv),
                  eng.reference(shape, None, storage, conv))
         out.append(EngineLines(name, f"{conv.title} {conv.version}", *lines))
     return LaunchLines(served_as, draft_path, storage, tuple(out), tuple(notes))
+
+
+def _serving(eng, spec, shape: TargetShape, storage: str, conv) -> Launch:
+    """The serving capture line, with the rules of the pipeline `layers` audits this draft's kind with (a DFlash /
+    DSpark draft: that engine's block convention, :func:`eagle_audit.draft.block.convention_for`), so that what it
+    says it captures is what `layers` says the engine feeds."""
+    from ..draft.block import convention_for
+    from ..errors import AuditError
+
+    if spec.draft_kind.block:
+        try:
+            conv = convention_for(conv, spec.kind)
+        except AuditError as e:
+            return Launch("serving", (), None, (e.message,))
+    return eng.serving(spec.config, shape, storage, conv)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from typer.testing import CliRunner
 
 from eagle_audit.cli.main import app
@@ -82,3 +84,78 @@ def test_block_drafts_get_their_algorithm(tmp_path):
     assert sg[sg.index("--speculative-num-draft-tokens") + 1] == "8" and "--speculative-num-steps" not in sg
     vl = by["vllm"]["speculative"]["argv"]
     assert json.loads(vl[vl.index("--speculative-config") + 1])["method"] == "dflash"
+
+
+# ---------------------------------------------------------------------------- the lines agree with `layers`
+
+def _block_draft(path, n_slots: int, **config):
+    """A DFlash (z-lab layout) or DSpark draft directory with weights (fc, norms), hidden 32."""
+    import torch
+    from safetensors.torch import save_file
+
+    base = dict(architectures=["DFlashDraftModel"], model_type="qwen3", hidden_size=32, intermediate_size=64,
+                num_attention_heads=4, num_key_value_heads=2, vocab_size=512, rms_norm_eps=1e-6,
+                num_hidden_layers=n_slots, block_size=16)
+    base.update(config)
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(base))
+    save_file({"fc.weight": torch.zeros(32, n_slots * 32), "hidden_norm.weight": torch.ones(32),
+               "norm.weight": torch.ones(32)}, str(path / "model.safetensors"))
+    return path
+
+
+def _served_by_layers(target, draft, engine):
+    from eagle_audit.layers.run import LayersOptions, run_layers
+
+    r = run_layers(LayersOptions(target=str(target), draft=str(draft), engine=engine, static=True,
+                                 use_installed_engine=False))
+    return [s.label() for s in r.served.states], r
+
+
+def test_dflash_on_sglang_captures_what_layers_says_sglang_feeds(config_only_target, tmp_path):
+    """issue 42: the capture-only line of a DFlash draft named the EAGLE-3 default (B2, B18, B33) while `layers`
+    says SGLang feeds B2, B10, B18, B26, B34 (its build_target_layer_ids over the draft's 5 layers)."""
+    target = config_only_target("Qwen3ForCausalLM", 36, "qwen3")
+    draft = _block_draft(tmp_path / "dflash", 5)
+    _, by = _lines(_run("-t", target, "-d", draft, "--engines", "sglang", "--json", "-"))
+    line = by["sglang"]["serving"]
+    assert line["capture"]["states"] == _served_by_layers(target, draft, "sglang")[0] == ["B2", "B10", "B18", "B26",
+                                                                                          "B34"]
+    argv = line["argv"]
+    assert argv[argv.index("--speculative-algorithm") + 1] == "DFLASH"
+    i = argv.index("--return-aux-hidden-state-layer-ids")
+    assert argv[i + 1:i + 6] == ["1", "9", "17", "25", "33"]  # DFLASH capture-only needs the ids written out
+
+
+@pytest.mark.parametrize("kind", ["eagle3", "dflash", "dflash-ids", "dspark"])
+def test_every_serving_line_agrees_with_layers(config_only_target, make_draft, tmp_path, kind):
+    target = config_only_target("Qwen3ForCausalLM", 36, "qwen3")
+    if kind == "eagle3":
+        draft = make_draft(nested_ids=[1, 17, 32])
+    elif kind == "dflash":
+        draft = _block_draft(tmp_path / kind, 3)
+    elif kind == "dflash-ids":
+        draft = _block_draft(tmp_path / kind, 3, dflash_config={"target_layer_ids": [1, 17, 32]})
+    else:
+        draft = _block_draft(tmp_path / kind, 3, architectures=["DSparkDraftModel"], dspark_target_layer_ids=[1, 17, 32])
+    _, by = _lines(_run("-t", target, "-d", draft, "--json", "-"))
+    for engine, lines in by.items():
+        served, r = _served_by_layers(target, draft, engine)
+        cap = lines["serving"]["capture"]
+        crashed = r.served.failure is not None or r.served.unsupported is not None
+        if cap is None:
+            assert crashed, (engine, lines["serving"]["notes"])
+        else:
+            assert cap["states"] == served, engine
+        assert (lines["warning"] is None) == (r.verdict == "match"), (engine, lines["warning"])
+
+
+def test_a_miswired_draft_gets_one_warning_line_pointing_at_the_fixed_copy():
+    res = _run()  # the demo: its top-level ids are read by vLLM, not by SGLang
+    assert res.exit_code == 0
+    warnings = [line for line in res.stdout.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "mis-wired on sglang" in warnings[0]
+    assert "eagle-audit layers --engine sglang --write-fixed-config demo-draft-v2-fixed-sglang" in warnings[0]
+    data, by = _lines(_run("--json", "-"))
+    assert by["vllm"]["warning"] is None and "LAYER_OFFSET" in by["sglang"]["warning"]
+    assert_documented(data["engines"][0])

@@ -14,10 +14,11 @@ from ..launch import Capture, Launch, TargetShape
 PORT = 30000
 
 
-def _sglang_argv(target: str, ids: Sequence[int] | None, port: int, aux: bool = True) -> tuple[str, ...]:
+def _sglang_argv(target: str, ids: Sequence[int] | None, port: int, aux: bool = True,
+                 algorithm: str = "EAGLE3") -> tuple[str, ...]:
     argv = ["python", "-m", "sglang.launch_server", "--model-path", target]
     if aux:
-        argv += ["--enable-return-aux-hidden-states", "--speculative-algorithm", "EAGLE3"]
+        argv += ["--enable-return-aux-hidden-states", "--speculative-algorithm", algorithm]
         if ids is not None:
             argv += ["--return-aux-hidden-state-layer-ids", *map(str, ids)]
     else:
@@ -45,6 +46,8 @@ def _capture_only_ok(ids: Sequence[int], n: int) -> str | None:
 def sglang_serving(draft_config: Mapping[str, Any], target: TargetShape, port: int = PORT,
                    conv: Convention | None = None) -> Launch:
     conv = conv or get_convention("sglang", "engine")
+    if "eagle3" not in conv.draft_kinds:  # the convention of a block kind's pipeline (draft.block.convention_for)
+        return _block_serving(draft_config, target, port, conv)
     wiring = conv.resolve(draft_config, target.architecture, target.num_layers)
     eagle = draft_config.get("eagle_config")
     if isinstance(eagle, Mapping) and eagle.get("use_aux_hidden_state", True) is False:
@@ -73,6 +76,49 @@ def sglang_serving(draft_config: Mapping[str, Any], target: TargetShape, port: i
             notes.append(f"repeated ids collapsed: {list(ids)} -> {list(line_ids)} (serving captures each once)")
     cap = Capture("sglang", tuple(wiring.states), target.hidden_size, line_ids)
     return Launch("serving", _sglang_argv(target.path, line_ids, port), cap, tuple(notes))
+
+
+def _block_serving(draft_config: Mapping[str, Any], target: TargetShape, port: int, conv: Convention) -> Launch:
+    """The capture-only line of a DFlash / DSpark draft: ``--speculative-algorithm DFLASH`` (``DSPARK``) with the ids
+    serving hands ``set_dflash_layers_to_capture`` (``set_dspark_layers_to_capture``), which the capture-only mode
+    requires explicitly for these algorithms and hands to the same setter (``validation_hook.py:697-753``,
+    ``attention_backend_setup.py:40-72``): the ids as the convention reads them, or its default (SGLang's
+    ``build_target_layer_ids``) written out, checked to resolve to the very states serving feeds."""
+    from ...conventions import ID_PLACES, draft_layer_count
+    from ... import expr
+
+    kind = next(iter(conv.draft_kinds))
+    algorithm = ALGORITHMS.get(kind, kind.upper())
+    wiring = conv.resolve(draft_config, target.architecture, target.num_layers)
+    if wiring.unsupported or wiring.failure:
+        why = wiring.unsupported or wiring.failure.text()
+        return Launch("serving", (), None, (f"SGLang cannot serve this draft on {target.architecture}: {why}",))
+    ids, place, _ = conv.read_draft_ids(draft_config)
+    notes = []
+    if ids is None:
+        rule = conv.rule_for(target.architecture)
+        ids = tuple(int(v) for v in expr.evaluate(rule.default_ids, N=target.num_layers,
+                                                   D=draft_layer_count(draft_config)))
+        place = conv.reads()[0].place
+        notes.append(f"the draft names no ids: serving takes SGLang's default {rule.default_ids} = {list(ids)}, "
+                     f"which the capture-only mode needs written out for {algorithm}")
+    written = dict(draft_config)
+    keys = ID_PLACES[place]
+    node = written
+    for key in keys[:-1]:
+        node[key] = dict(node.get(key) or {})
+        node = node[key]
+    node[keys[-1]] = list(ids)
+    check = conv.resolve(written, target.architecture, target.num_layers)
+    line_ids = tuple(dict.fromkeys(ids))
+    refused = _capture_only_ok(line_ids, target.num_layers)
+    if check.states != wiring.states or refused:
+        why = refused or f"ids {list(ids)} capture {', '.join(s.label() for s in check.states)}"
+        return Launch("serving", (), None, (
+            f"serving captures {', '.join(s.label() for s in wiring.states)}, but no capture-only line does: {why}; "
+            "use the reference line",))
+    cap = Capture("sglang", tuple(wiring.states), target.hidden_size, line_ids, role="serving")
+    return Launch("serving", _sglang_argv(target.path, line_ids, port, algorithm=algorithm), cap, tuple(notes))
 
 
 def sglang_reference(target: TargetShape, wanted: Sequence[State] | None = None, port: int = PORT,
