@@ -397,10 +397,12 @@ def read_draft(path: str, config_only: bool = False) -> DraftSpec:
                                 f"{param('static', True)}") from None
         files, has_weights = [], False
     shapes = _shapes(files)
-    from .block import block_layout, draft_kind, read_block
+    from .block import draft_kind
+    from .family import draft_family
 
-    block = read_block(config, str(cfg_path))
-    layout = block_layout(config) if block is not None else _layout(config, shapes)
+    family = draft_family(config)  # what the draft's family reads beyond EAGLE-3's layouts (draft/family.py)
+    block = family.read(config, str(cfg_path)) if family.read is not None else None
+    layout = family.layout(config) if family.layout is not None else _layout(config, shapes)
     layer_cfg = config.get("transformer_layer_config") if layout == "speculators" else None
     hidden = (layer_cfg or {}).get("hidden_size") or config.get("hidden_size")
     if "fc.weight" in shapes:
