@@ -45,6 +45,8 @@ def slot_verdict(trained: State | None, served: State | None) -> str:
         return "extra"
     if trained.normed != served.normed:
         return "norm"
+    if trained.boundary == served.boundary:  # another view of a hyper-connection boundary (B3.s0 against B3)
+        return "stream"
     if (trained.boundary == 0) != (served.boundary == 0):
         return "embedding"
     return f"offset {served.boundary - trained.boundary:+d}"
@@ -261,6 +263,14 @@ def slot_mismatches(ctx: Context) -> Iterable[Finding]:
                 f"Trained on {t.label()} ({t.describe(n)}), served {s.label()} ({s.describe(n)}){cos}." + extra,
                 "The token embedding and a layer output live in different spaces; the fc block for this slot "
                 "multiplies a state unlike any it saw in training.", FIX_REF)
+        elif sl.verdict == "stream":
+            yield Finding(
+                "STREAM_MISMATCH", "error", sl.index,
+                f"Trained on {t.label()} ({t.describe(n, ctx.target.streams)}), served {s.label()} "
+                f"({s.describe(n, ctx.target.streams)}): the same boundary, another view of its hyper-connection "
+                f"streams{cos}.",
+                "One stream, the streams' mean and the layer's mixed input are different vectors; fc was fitted to "
+                "one of them (accept-rate measures what the other costs).", FIX_REF)
         else:
             d = s.boundary - t.boundary
             yield Finding(

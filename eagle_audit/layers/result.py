@@ -14,6 +14,7 @@ LAYERS_SCHEMA = "eagle-audit/layers/1"
 #: Every finding code, with the sentence the README documents it by.
 CODES = {
     "LAYER_OFFSET": "a slot is served a different layer boundary than it was trained on",
+    "STREAM_MISMATCH": "a slot is served another view of a hyper-connection boundary (one stream, their mean, the mixed input) than trained",
     "EMBEDDING_COMPOSITION": "one side feeds the embedding output in a slot where the other feeds a layer output",
     "NORM_MISMATCH": "one side's state (or draft-side norm) is post-norm where the other's is pre-norm",
     "AUX_COUNT_MISMATCH": "the engine feeds, or sizes fc for, a different number of states than fc was trained on",

@@ -39,6 +39,8 @@ def measure(target, prompts_ids: list[list[int]], trained: tuple[State, ...], se
     source = as_source(target)
     n = target.info.num_layers
     columns = all_states(n) if scan else tuple(sorted(set(trained) | set(served)))
+    if scan:  # a hyper-connection view (B3.s0) trained or served is a column too; the scan itself walks the means
+        columns += tuple(dict.fromkeys(s for s in trained + served if s not in columns))
     if scan:  # a source that gives fewer states (a server) scans what it gives; the needed ones are asked anyway
         columns = tuple(s for s in columns if s in source.spec.states or s in trained or s in served)
     sums = None  # [trained, columns] float64, on the device of the captures (one copy back at the end)

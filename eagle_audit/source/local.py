@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..states import State, all_states
+from ..states import State, all_states, stream_states
 from .memo import Memo
 from .spec import Counts, Decoded, Forced, SourceRequest, SourceSpec
 
@@ -55,7 +55,8 @@ class LocalSource:
                   else f"transformers on {loaded.device}")
         self.spec = SourceSpec(name=loaded.info.name, backend=backend, origin=origin,
                                num_layers=loaded.info.num_layers, hidden_size=loaded.info.hidden_size,
-                               states=all_states(loaded.info.num_layers), dtype=loaded.dtype, device=loaded.device)
+                               states=all_states(loaded.info.num_layers) + stream_states(loaded.info.num_layers, loaded.info.streams),
+                               dtype=loaded.dtype, device=loaded.device)
 
     @property
     def input_device(self):

@@ -76,7 +76,7 @@ def test_one_check_per_finding_family():
 def test_findings_only_use_documented_codes():
     with pytest.raises(ValueError, match="unknown finding code"):
         Finding("OFF_BY_ONE", "error", 0, "", "", "")
-    assert len(CODES) == 23  # + TRAINED_WIRING_DIFFERS, REPRESENTATION_MISMATCH (fingerprint), DRAFT_CLASS_UNSUPPORTED,
+    assert len(CODES) == 24  # + STREAM_MISMATCH (hyper-connection targets), TRAINED_WIRING_DIFFERS, REPRESENTATION_MISMATCH (fingerprint), DRAFT_CLASS_UNSUPPORTED,
     # TRAINER_REFUSES_IDS, ENGINE_STATE_MISMATCH, ENGINE_STATE_SHIFTED (--server), BLOCK_IDS_DISAGREE, IDS_ASSUMED, DRAFT_CONFIG_KEY
 
 
