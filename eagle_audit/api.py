@@ -377,6 +377,7 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
                confirm_prompt_ids=confirm_ids)
 
 
+@_checked
 def write_fixed_config(result: LayersResult, dest: PathLike, *, draft: PathLike | None = None) -> str:
     """Write the draft with ``result.fix`` applied into ``dest``, as ``eagle-audit layers --write-fixed-config`` does
     (one writer: :func:`eagle_audit.layers.fixed_copy.write_fixed_copy`): ``config.json`` patched, every other file

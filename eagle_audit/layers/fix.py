@@ -289,5 +289,5 @@ def _proven(res: Resolution, draft: DraftSpec, info: TargetInfo, fix: Fix) -> Fi
             "(eagle_audit_fix.trained_states; later audits keep them).")
         return replace(fix, patch=dict(proof.patch), explanation=fix.explanation + pinned, proof=proof.why)
     what = f"{fix.key} = {list(fix.ids)}" if fix.key and fix.ids is not None else "the config change found"
-    return Fix(fix.engine, False, f"No config fix is offered: {what} would feed the trained states, but {proof.why}.",
+    return Fix(fix.engine, False, f"none is offered: {what} would feed the trained states, but {proof.why}.",
                proof=proof.why)

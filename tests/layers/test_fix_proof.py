@@ -55,7 +55,7 @@ def test_a_fix_whose_copy_is_still_a_mismatch_is_not_offered(make_draft):
     target = TargetInfo("tiny", "", LLAMA, "llama", 8, 32, 512, "")
     fix = plan_fix(res, draft, 32, target)
     assert not fix.possible and fix.patch == {}
-    assert fix.explanation.startswith("No config fix on SGLang 0.5.23: No config fix is offered: "
+    assert fix.explanation.startswith("No config fix on SGLang 0.5.23: none is offered: "
                                       "eagle_config.eagle_aux_hidden_state_layer_ids = [1, 3, 4] would feed the trained "
                                       "states, but the fixed copy audited under SGLang 0.5.23 is still a mismatch: "
                                       "VOCAB_MAP_MISSING")
