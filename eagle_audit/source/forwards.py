@@ -19,9 +19,17 @@ from ..states import State
 from .spec import Decoded
 
 
-def new_cache():
+def new_cache(model=None):
+    """An empty KV cache. A hyper-connection target (DeepSeek-V4) keeps compressor state in cache layers of its
+    own, which transformers builds only from the config (``DynamicCache(config=...)``); every other target gets
+    the plain cache it always had."""
     from transformers import DynamicCache
 
+    from ..target import HYPER_CONNECTION
+
+    config = getattr(model, "config", None)
+    if config is not None and getattr(config, "model_type", None) in HYPER_CONNECTION:
+        return DynamicCache(config=config)
     return DynamicCache()
 
 
@@ -96,7 +104,7 @@ def cached_forward(target, ids: list[int] | torch.Tensor, cache, states: Iterabl
 def greedy_generate(target, prompt: list[int], max_new: int, eos: set[int] | None = None) -> list[int]:
     """The target's own greedy continuation (at most ``max_new`` tokens, ending at an EOS token)."""
     eos = eos_ids(target) if eos is None else eos
-    cache = new_cache()
+    cache = new_cache(target.model)
     logits, _ = cached_forward(target, prompt, cache)
     out: list[int] = []
     while True:
@@ -124,7 +132,7 @@ def greedy_generate_batch(target, prompts: Sequence[Sequence[int]], max_new: int
     model, dev = target.model, target.input_device
     pad = (min(eos) if eos else 0) if pad is None else pad
     ids, mask, pos = left_padded(prompts, pad, dev)
-    cache, kw = new_cache(), cache_kw(model)
+    cache, kw = new_cache(model), cache_kw(model)
     extra = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
     eos_t = torch.tensor(sorted(eos) or [-1], device=dev)
     done = torch.zeros(len(prompts), dtype=torch.bool, device=dev)
@@ -176,7 +184,7 @@ def decode_states(target, prompts: Sequence[Sequence[int]], states: Sequence[Sta
             chunk = [list(prompts[i]) for i in idx]
             width = max(len(p) for p in chunk)
             ids, mask, pos = left_padded(chunk, pad, dev)
-            cache = new_cache()
+            cache = new_cache(model)
             logits, caps = forward(ids, mask, pos, cache)
             steps, toks = [caps], []
             done = torch.zeros(len(chunk), dtype=torch.bool, device=dev)

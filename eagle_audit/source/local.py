@@ -27,7 +27,7 @@ class LiveForward:
     def new_cache(self):
         from .forwards import new_cache
 
-        return new_cache()
+        return new_cache(self._t.model)
 
     def forward(self, ids, cache, states: Iterable[State] = ()):
         """Forward ``ids`` after what ``cache`` holds: (logits [pos, vocab], {state: [pos, hidden]})."""
