@@ -280,7 +280,9 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
             notes.append(f"trainer not given: assumed {trainer} from the draft's {draft.layout} layout ({draft.kind} draft)")
         else:
             trainer = assumed_trainer(draft, info, trained_ids, notes)
-    if draft.draft_kind.block:  # a block kind's trainer rules live in that pipeline's convention for the kind
+    from .draft.family import draft_family
+
+    if draft_family(draft.draft_kind).kind_conventions:  # the trainer's rules: that pipeline's convention for the kind
         from .draft.block import convention_for
 
         conv = convention_for(trainer_convention(trainer, notes), draft.kind, notes)

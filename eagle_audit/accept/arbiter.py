@@ -56,6 +56,7 @@ from typing import Any, Mapping, Sequence
 from ..conventions import Convention, Wiring, builtin_conventions
 from ..kinds import FALLBACK, kind as kind_of
 from ..resolution import DraftFlags, Resolution, SideWiring, side_of
+from ..runtime.load import network
 from ..states import State
 
 #: live - simulated accept length (and per-position rate) allowed either way for the engine's numerics
@@ -178,8 +179,10 @@ def engine_variants(kind: str, draft_kind: str = FALLBACK) -> dict[str, Conventi
             if (n == kind or n.startswith(kind + "-")) and draft_kind in c.draft_kinds}
 
 
-def _failure(wiring: Wiring, aux: int, title: str = "EAGLE-3") -> tuple[str | None, str | None]:
-    """Why the engine cannot run a wiring, and the static finding for it; (None, None) when it can."""
+def cannot_run(wiring: Wiring, aux: int, title: str = "EAGLE-3") -> tuple[str | None, str | None]:
+    """Why a wiring cannot run the draft, and the static finding for it; (None, None) when it can: the one ladder
+    of failures, read by `accept-rate` for its two sides and here for every candidate. ``title``: the draft kind's
+    (whose capture the engine lacks)."""
     if wiring.unsupported:
         return f"no {title} capture for this architecture: {wiring.unsupported}", "ENGINE_UNSUPPORTED"
     if wiring.failure is not None:
@@ -196,7 +199,7 @@ def _failure(wiring: Wiring, aux: int, title: str = "EAGLE-3") -> tuple[str | No
 
 
 def _side(name: str, kind: str, what: str, side: SideWiring, aux: int, title: str = "EAGLE-3") -> Candidate:
-    failure, code = _failure(side.wiring, aux, title)
+    failure, code = cannot_run(side.wiring, aux, title)
     return Candidate(name, kind, what, side.states, side.flags, failure, code)
 
 
@@ -226,12 +229,13 @@ def build_candidates(config: Mapping[str, Any], architecture: str, num_layers: i
                 out.append(Candidate(f"served, slot {i} fixed", "slot_fix",
                                      f"the static guess with slot {i} fed {t.label()} instead of {s.label()}",
                                      fixed, sv.flags))
-    if tr.flags != sv.flags and len(sv.states) == aux and not dk.block:
+    flags_apply = network(dk).flags_apply  # a block draft: one forward whatever the flags
+    if tr.flags != sv.flags and len(sv.states) == aux and flags_apply:
         out.append(Candidate("served, trained semantics", "semantics",
                              "the static guess's states run with the trained draft semantics", sv.states, tr.flags))
     merged: list[Candidate] = []
     for c in out:
-        key = lambda x: (x.states, None if dk.block else x.flags, x.failure)  # noqa: E731  (block: flags run alike)
+        key = lambda x: (x.states, x.flags if flags_apply else None, x.failure)  # noqa: E731  (flags run alike)
         same = next((i for i, m in enumerate(merged) if key(m) == key(c)), None)
         if same is None:
             merged.append(c)

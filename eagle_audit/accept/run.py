@@ -19,16 +19,18 @@ from ..states import State
 from .limits import MAX_NEW_TOKENS, MAX_NUM_STEPS, MAX_TOPK
 from .live import LiveResult, run_live
 from ..runtime.eagle3 import DraftFlags
-from ..runtime.load import load_draft
+from ..draft.family import draft_family
+from ..runtime.load import check_runnable, load_draft, network
 from ..engines.http import ServerFailed
 from ..engines.options import Server, detect
 from ..engines.reading import ServerReading
 from ..engines.registry import engine as engine_of, read_server
-from .arbiter import (Arbitration, arbitrate, build_candidates, candidate_states, live_tolerance, score,
+from .arbiter import (Arbitration, arbitrate, build_candidates, candidate_states, cannot_run, live_tolerance, score,
                       server_failed)
+from .family import ACCEPT_FAMILIES
 from ..simulate.accept import AcceptStats, capture_cases, make_cases
 from ..simulate.tree import EXACT_ANCESTOR, KV_BY_SLOT, max_tree_nodes
-from ..simulate.wiring import simulate
+from ..simulate.wiring import simulate, simulation
 
 ACCEPT_SCHEMA = "eagle-audit/accept-rate/1"
 
@@ -180,8 +182,11 @@ def _semantics(f: DraftFlags) -> str:
 
 def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                progress: Callable[[int, int], None] | None = None, source=None) -> AcceptResult:
-    """``source``: an open state source to take the target's states and continuations from (else one is
-    opened)."""
+    """``source``: an open state source to take the target's states and continuations from (else the one
+    :func:`eagle_audit.source.states_from` names, asked once, before the target loads, and opened by ``prepare``).
+    What the draft's family runs is asked of the families' registries (its network, its simulation, what accept-rate
+    refuses of it), and why a side cannot run of :func:`.arbiter.cannot_run`, the ladder the arbiter's candidates
+    share."""
     say = status or (lambda m: None)
     settings = make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
     if not isinstance(opts.tolerance, (int, float)) or not math.isfinite(opts.tolerance) or opts.tolerance < 0:
@@ -191,20 +196,13 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                         "is simulated without it")
     notes: list[str] = []
     spec, engine = read_inputs(opts, notes)
+    kind = spec.draft_kind
     from ..draft.block import require_simulated
 
     require_simulated(spec, "accept-rate")
-    if spec.draft_kind.block:  # block drafting (simulate/block.py): a chain of the block's drafts, greedy
-        if opts.live:
-            raise BadOption(f"{param('live')}: not with a {spec.draft_kind.title} draft yet (accept-rate simulates "
-                            f"its block drafting; the live loop is for EAGLE-3 drafts; {param('server')} reads a "
-                            "server's)")
-        if settings.topk > 1:
-            raise BadOption(f"{param('topk', settings.topk)}: a {spec.draft_kind.title} draft drafts one block a "
-                            "round, no tree")
-        from ..runtime.block import dflash_arch
-
-        dflash_arch(spec, spec.hidden_size)  # a block draft the forward cannot run: one line, before any loading
+    ACCEPT_FAMILIES.of(kind).refuse(kind, opts.live, settings.topk)
+    check_runnable(spec)  # a draft its family's network cannot run: one line, before any loading
+    flags_apply = network(kind).flags_apply  # else one forward whatever the flags: one model for every side
     settings = with_tree_attention(settings, engine)
     from ..prompts import load_prompts, token_ids
 
@@ -215,11 +213,13 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
 
     if isinstance(opts.gen_batch, bool) or not isinstance(opts.gen_batch, int) or opts.gen_batch < 1:
         raise BadOption(f"{param('gen_batch')}: must be an integer >= 1, got {shown(opts.gen_batch)}")
-    if source is None:
+    request = None
+    if source is None:  # where the states come from, decided once (a refused --states-from fails before loading)
         from ..source import states_from
 
-        states_from(opts, server_only=True)
-    p = prepare(opts, device_map=opts.device_map, status=say, notes=notes, inputs=(spec, engine), source=source)
+        request = states_from(opts, server_only=True, device_map=opts.device_map)
+    p = prepare(opts, device_map=opts.device_map, status=say, notes=notes, inputs=(spec, engine), source=source,
+                request=request)
     target, info, res, trainer, aux = p.target, p.info, p.resolution, p.trainer, p.aux
     src = getattr(target, "spec", None)
     if src is not None and src.backend == "server":  # which states came from where (provenance.source: details)
@@ -233,19 +233,18 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     if served_conv is not None and (served_conv.base or served_conv).draft_classes and served_conv.draft_class is None:
         unrunnable = served_conv.draft_class_how
     try:
-        same = flags["served"] == flags["trained"] or unrunnable or spec.draft_kind.block  # a block draft: one forward
+        same = flags["served"] == flags["trained"] or unrunnable or not flags_apply
         models["served"] = models["trained"] if same else load_draft(spec, target, flags["served"])
     except BadCheckpoint as e:
         unrunnable, models["served"] = e.message, models["trained"]
     for side, model in models.items():
         notes.extend(f"approximated ({side} draft): {n}" for n in model.arch.notes)
-    if spec.draft_kind.block:
-        from ..simulate.block import block_steps, layout_note
-
-        b = block_steps(models["trained"])
-        settings = replace(settings, num_steps=b, num_draft_tokens=b + 1, mode="block", notes=(
-            f"{layout_note(models['trained'])}; the draft's {param('num_steps')} and tree settings do not apply",))
-    if flags["served"] != flags["trained"] and not spec.draft_kind.block:
+    rounds = simulation(models["trained"])
+    if rounds.steps is not None:  # the draft fixes its drafts a verify (a block draft: its block)
+        b = rounds.steps(models["trained"])
+        settings = replace(settings, num_steps=b, num_draft_tokens=b + 1, mode=rounds.mode, notes=(
+            f"{rounds.note(models['trained'])}; the draft's {param('num_steps')} and tree settings do not apply",))
+    if flags["served"] != flags["trained"] and flags_apply:
         notes.append(f"draft semantics differ: trained runs {_semantics(flags['trained'])}; served runs "
                      f"{_semantics(flags['served'])}")
 
@@ -254,18 +253,12 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
     # --live compares against the target alone on one prompt at a time, so its baseline is generated that way
     cases, target_seconds = make_cases(target, prompt_ids, settings.max_new_tokens, progress,
                                        1 if opts.live else opts.gen_batch)
-    wirings = {"trained": trained.states, "served": served.states}
-    failures = {k: f"feeds {len(st)} state(s); the draft's fc takes {aux}: the engine fails at the first draft forward"
-                for k, st in wirings.items() if len(st) != aux}
-    if unrunnable:
-        failures["served"] = f"not simulated: {unrunnable}"
-    elif served.unsupported:
-        failures["served"] = f"the engine has no EAGLE-3 capture for {info.architecture}: {served.unsupported}"
-    elif served.failure is not None:
-        failures["served"] = (f"the engine raises {served.failure.text()} ({served.failure.at}): nothing is served")
-    elif served.not_residual:
-        failures["served"] = ("the engine feeds " + "; ".join(f"index {k}: {what}" for k, what in served.not_residual)
-                              + ": not simulated (eagle-audit captures the residual stream only)")
+    wirings = {"trained": trained, "served": served}
+    failures = {}
+    for name, wiring in wirings.items():
+        why = f"not simulated: {unrunnable}" if name == "served" and unrunnable else cannot_run(wiring, aux, kind.title)[0]
+        if why is not None:
+            failures[name] = why
     fixes = []
     if not failures:
         fixes = [(i, t, s) for i, (t, s) in enumerate(zip(trained.states, served.states)) if t != s]
@@ -285,8 +278,8 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
                                  settings.num_draft_tokens, settings.tree_attention or KV_BY_SLOT)
         return done[key]
 
-    stats: dict[str, AcceptStats | None] = {name: None if name in failures else sim(models[name], st)
-                                            for name, st in wirings.items()}
+    stats: dict[str, AcceptStats | None] = {name: None if name in failures else sim(models[name], w.states)
+                                            for name, w in wirings.items()}
     attribution = []
     for i, t, s in fixes:
         fixed = tuple(t if j == i else x for j, x in enumerate(served.states))
@@ -308,14 +301,14 @@ def run_accept(opts: AcceptOptions, status: Callable[[str], None] | None = None,
             arbiter = server_failed(e.message, candidates, stats["served"].accept_length if stats["served"] else None)
         if server is not None:
             differs = engine_of(server.kind).drafting_differs(server.drafting, settings.num_steps, settings.topk,
-                                                           settings.num_draft_tokens, block=spec.draft_kind.block)
+                                                           settings.num_draft_tokens, block=draft_family(kind).blocks)
             if differs:
                 server = replace(server, notes=server.notes + (differs,))
                 notes.append(f"server: {differs}")
             by_flags = {flags["trained"]: models["trained"]}
             if not unrunnable:
                 by_flags.setdefault(flags["served"], models["served"])
-            one = models["trained"] if spec.draft_kind.block else None  # a block draft: one forward, whatever the flags
+            one = None if flags_apply else models["trained"]  # one forward whatever the flags: every candidate runs it
             arbiter = _arbitrate(server, differs, candidates, stats, by_flags, spec, target, cases, caps, settings,
                                  opts.tolerance, say, one)
     tr, sv = stats["trained"], stats["served"]
@@ -334,7 +327,7 @@ def _arbitrate(server: ServerReading, differs: str | None, candidates, stats, mo
                settings: Settings, tolerance: float, say, one=None) -> Arbitration:
     """The live server's reading against the candidate wirings (accept/arbiter.py), simulated on the same cases
     only when it disagrees with the simulated served one. ``models``: the draft models loaded so far, by flags;
-    ``one``: the model every candidate runs (a block draft: its flags change nothing), else None."""
+    ``one``: the model every candidate runs (a family whose network the flags do not change), else None."""
     from .arbiter import NOT_COMPARABLE
 
     why = (differs or ("other clients' traffic moved the server's counters" if server.other_traffic else None)

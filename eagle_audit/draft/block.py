@@ -78,12 +78,10 @@ def _int(config: Mapping[str, Any], *keys: str) -> int | None:
     return None
 
 
-def read_block(config: Mapping[str, Any], where: str) -> BlockSpec | None:
-    """The block-draft facts of a config (None for an EAGLE-3 draft); a malformed id list is bad input."""
-    found = detect(config)
-    if not found.block:
-        return None
-    kind = found.name
+def read_block(config: Mapping[str, Any], where: str) -> BlockSpec:
+    """The block-draft facts of a block draft's config (the block family's reading, :mod:`.family`); a malformed id
+    list is bad input."""
+    kind = detect(config).name
     for key in ("dflash_config", "dspark_config", "text_config"):
         if config.get(key) is not None and not isinstance(config[key], Mapping):
             raise BadCheckpoint(f"{where}: {key} must be a JSON object, got {type(config[key]).__name__}")

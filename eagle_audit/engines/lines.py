@@ -90,9 +90,10 @@ def _serving(eng, spec, shape: TargetShape, storage: str, conv) -> Launch:
     DSpark draft: that engine's block convention, :func:`eagle_audit.draft.block.convention_for`), so that what it
     says it captures is what `layers` says the engine feeds."""
     from ..draft.block import convention_for
+    from ..draft.family import draft_family
     from ..errors import AuditError
 
-    if spec.draft_kind.block:
+    if draft_family(spec.draft_kind).kind_conventions:
         try:
             conv = convention_for(conv, spec.kind)
         except AuditError as e:

@@ -307,16 +307,14 @@ def confirm(target, spec, flags, inf: Inference, declared: tuple[State, ...], me
     and the accept length on that text decides whether the finding stands."""
     from ..runtime.load import load_draft
     from ..simulate.accept import make_cases
+    from ..simulate.wiring import steps_of
     from .corpus import prepare_corpus
 
     t0 = time.perf_counter()
     say(f"confirmation: {len(prompt_ids)} other prompts, the pick judged again and in simulated accept length")
     corpus = prepare_corpus(target, prompt_ids, max_new_tokens, say)
     draft = load_draft(spec, target, flags)
-    if spec.draft_kind.block:  # a block draft drafts its block's tokens a round, whatever ``steps`` says
-        from ..simulate.block import block_steps
-
-        steps = block_steps(draft)
+    steps = steps_of(draft, steps)  # a block draft drafts its block's tokens a round, whatever ``steps`` says
     inf, said, scored = rejudge(inf, draft, corpus)
     cases, _ = make_cases(target, prompt_ids, max_new_tokens, batch=8)  # from the source's memo (continued above)
     wirings = {"declared": tuple(declared), "measured": tuple(measured)}

@@ -40,7 +40,7 @@ from ..states import State
 from .corpus import unsearched_neighbours
 from .defaults import ttt_steps_for
 from .result import MAX_NAMED, Agreement, SlotInference
-from .score import Corpus, Scorer, scorer_for
+from .score import Corpus, Scorer, scorer_for, scoring
 from .search import LOGPROB_EQUIVALENT, TOP1_EQUIVALENT, joint_interval, judge, search, slot_table, top1_interval
 from .verdict import Inference
 
@@ -177,7 +177,7 @@ def later_steps(draft, corpus: Corpus, scorer: Scorer, trace, asked: int, top, b
     on the steps used.
     Returns (the scorer to judge with, the trace with its per-slot table from it, what was used and why)."""
     info = {"asked": asked, "used": 1}
-    if type(scorer) is not Scorer:  # a block draft (BlockScorer): its first drafted token only
+    if not scoring(draft).later_steps:  # a block draft (BlockScorer): its first drafted token only
         return scorer, trace, {**info, "asked": 1}
     if asked <= 1 or top.top1 < MIN_TOP1:
         return scorer, trace, info

@@ -10,6 +10,7 @@ from typing import Callable
 from ..errors import AuditError, param
 from ..provenance import provenance
 from ..resolution import MEASURED
+from ..runtime.load import check_runnable
 from ..states import all_states
 from .claims import compare, settled
 from .confirm import confirm
@@ -18,6 +19,7 @@ from .defaults import ttt_steps_for
 from .infer import infer_wiring, starting_points
 from .options import FingerprintOptions
 from .result import FingerprintResult
+from .score import scoring
 from .second import second_round
 
 
@@ -43,10 +45,8 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     notes: list[str] = []
     spec, engine = read_inputs(opts, notes)
     kind = spec.draft_kind
-    if kind.block:
-        from ..runtime.block import dflash_arch
-
-        dflash_arch(spec, spec.hidden_size)  # a block draft this forward cannot run: one line, before any loading
+    check_runnable(spec)  # a draft its family's network cannot run: one line, before any loading
+    scored = scoring(kind)  # how its family is scored (fingerprint/score.py SCORERS)
     prompts, reserve, confirming = split_prompts(opts)
     request = states_from(opts, server_only=True) if source is None else None
     prep = prepare(opts, status=say, notes=notes, inputs=(spec, engine), source=source, request=request,
@@ -55,13 +55,9 @@ def run_fingerprint(opts: FingerprintOptions, status: Callable[[str], None] | No
     declared, served, trainer = prep.resolution.trained, prep.resolution.served, prep.trainer
     prompt_ids = token_ids(opts.prompt_ids, prompts, target.tokenizer, opts.max_tokens)
     flags = declared.flags
-    if kind.ttt:
-        notes.append(f"draft flags as trained: {flags.to_json()}")
-    else:
-        notes.append(f"{kind.name} draft: its block forward (eagle_audit/runtime/block.py), the block's first "
-                     "drafted token scored")
+    notes.append(scored.note(kind, flags))
     ttt_steps, why = ttt_steps_for(opts.device, opts.ttt_steps)
-    if why and kind.ttt:
+    if why and scored.later_steps:
         notes.append(why)
     flat = sum(p.text is not None for p in (prompts or ()))
     if flat:

@@ -37,6 +37,7 @@ from typing import Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from ..kinds import FamilyRegistry
 from ..runtime.eagle3 import Eagle3Draft
 from ..states import State
 from .intervals import units_of
@@ -356,7 +357,31 @@ class BlockScorer(Scorer):
         return self._run(lambda rows: None)
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """The fingerprint floor's entry per draft family (:class:`eagle_audit.kinds.FamilyRegistry` ``SCORERS``)."""
+
+    #: (draft network, corpus) -> its scorer
+    scorer: Callable[..., Scorer]
+    #: the judgement may read the training-time test's later steps (:func:`~.infer.later_steps`: EAGLE-3 drafts are
+    #: unrolled on their own predictions in training); False: the first drafted token only
+    later_steps: bool
+    #: (kind, flags as trained) -> the run's note on how the draft is scored
+    note: Callable[..., str]
+
+
+SCORERS = FamilyRegistry("fingerprint", "scorer")
+SCORERS.register("eagle3", Scoring(Scorer, True, lambda kind, flags: f"draft flags as trained: {flags.to_json()}"))
+SCORERS.register("block", Scoring(BlockScorer, False, lambda kind, flags: (
+    f"{kind.name} draft: its block forward (eagle_audit/runtime/block.py), the block's first drafted token scored")))
+
+
+def scoring(draft) -> Scoring:
+    """The fingerprint entry of a draft network's family (or of a :class:`~eagle_audit.kinds.DraftKind`)."""
+    return SCORERS.of(draft.family)
+
+
 def scorer_for(draft, corpus: Corpus) -> Scorer:
-    """The one choice of scorer by the draft network's kind: a block draft's own forward
-    (:class:`BlockScorer`, :class:`~eagle_audit.runtime.block.DFlashDraft`) or the EAGLE-3 step-0 scorer."""
-    return BlockScorer(draft, corpus) if hasattr(draft, "blocks") else Scorer(draft, corpus)
+    """The one choice of scorer, by the draft network's family: the EAGLE-3 step-0 scorer, a block draft's own
+    forward (:class:`BlockScorer`), or a registered family's."""
+    return scoring(draft).scorer(draft, corpus)

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
+from ..draft.family import draft_family
 from .checks import Context, check
 from .result import Finding
 
@@ -160,7 +161,7 @@ def _said(b: Built, cls_name: str) -> str:
 def draft_config_keys(ctx: Context) -> Iterable[Finding]:
     """Every key the engine's draft class sizes a module from: absent (the config class's default, or the engine's
     load error) or contradicting the weights."""
-    if ctx.served is None or ctx.served.convention is None or ctx.draft.kind != "eagle3":
+    if ctx.served is None or ctx.served.convention is None or not draft_family(ctx.draft.draft_kind).config_keys:
         return
     conv = ctx.served.convention
     fam = family(conv)

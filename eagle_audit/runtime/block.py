@@ -120,7 +120,7 @@ def dflash_arch(spec, target_hidden: int) -> DFlashArch:
     """The forward's arch for a DFlash draft ``spec`` (:class:`eagle_audit.draft.read.DraftSpec`); bad input (one
     line) for what it does not run."""
     where = spec.path
-    if not spec.draft_kind.block:
+    if spec.block is None:  # not read as a block draft (eagle_audit/draft/family.py)
         raise BadCheckpoint(f"{where}: not a DFlash draft (kind {spec.kind})")
     if spec.layout == "speculators":
         smt = spec.config.get("speculators_model_type")
@@ -287,6 +287,7 @@ class DFlashDraft(nn.Module):
     (``fc``, ``hidden_norm``, ``layers.{i}.self_attn.{q,k,v,o}_proj`` / ``{q,k}_norm``, ``layers.{i}.mlp``,
     ``norm``)."""
 
+    family = "block"  # the draft family it runs (eagle_audit/runtime/load.py; load_draft sets the kind's)
     fc_always = True  # fc runs at any width (z-lab, SpecForge): no skip when n x H_t == H
     input_norm = None  # no norm before fc, no per-slot norm: fc is linear in the slots (the scorer's fast path)
     fc_norm = None

@@ -50,6 +50,8 @@ class Eagle3Draft(nn.Module):
     """The draft network. ``embed`` (the target's embedding weight) and, for a null draft vocab, the
     target's head are set by :func:`load_draft_model`; they are not parameters of the draft."""
 
+    family = "eagle3"  # the draft family it runs (eagle_audit/runtime/load.py; load_draft sets the kind's)
+
     def __init__(self, arch: DraftArch, flags: DraftFlags, fc_bias: bool = False):
         super().__init__()
         self.arch, self.flags = arch, flags

@@ -19,6 +19,7 @@ import torch
 from safetensors.torch import save_file
 
 from eagle_audit.draft.block import convention_for, draft_kind, read_block
+from eagle_audit.draft.family import family_facts
 from eagle_audit.conventions import get_convention
 from eagle_audit.draft.read import read_draft
 from eagle_audit.errors import AuditError
@@ -80,7 +81,7 @@ def test_kinds_and_what_a_config_declares():
     assert (b.kind, dict(b.ids), b.num_draft_layers, b.block_size, b.num_target_layers) == (
         "dflash", {"dflash_target_layer_ids": (1, 9)}, 5, 8, 36)  # dflash_config.block_size wins, as SGLang reads it
     assert dict(b.eagle_ids) == {"top_level": (2, 10)}
-    assert read_block({"architectures": ["X"]}, "c") is None
+    assert family_facts({"architectures": ["X"]}, "c") is None  # an EAGLE-3 config: its family reads nothing more
 
 
 def test_draft_spec_and_json_carry_the_kind(block_draft):

@@ -93,6 +93,7 @@ def vllm_speculative(target: str, draft: str, num_steps: int = 3, port: int = PO
     (``:1481-1488``). ``v1``: the V1 model runner (``VLLM_USE_V2_MODEL_RUNNER=0``; the CPU build runs it anyway:
     its V2 runner needs Triton, docs/engines.md)."""
     from ...draft.block import read_block
+    from ...draft.family import draft_family
     from ...kinds import detect
 
     cfg = _draft_config(draft) if draft_config is None else draft_config
@@ -100,7 +101,7 @@ def vllm_speculative(target: str, draft: str, num_steps: int = 3, port: int = PO
     method = METHODS.get(kind.name, "eagle3")
     spec: dict[str, Any] = {"method": method, "model": draft, "num_speculative_tokens": num_steps}
     notes = [CPU_NOTE]
-    if kind.block:
+    if draft_family(kind).blocks:  # its drafting sized from the draft's block (eagle_audit/draft/family.py)
         try:
             block = read_block(cfg, str(draft))
         except AuditError:
