@@ -72,3 +72,87 @@ def test_a_convention_may_name_the_new_kind(toy_kind, tmp_path):
     path.write_text(json.dumps(src))
     conv = load_convention_file(str(path))
     assert conv.draft_kinds == ("toy",)
+
+
+# ----------------------------------------------------------------------------- draft families
+
+
+def _families_missing() -> list[str]:
+    from tests.toy_family import registry
+
+    return [f"{place}: {family}" for place in kinds.PLACES for family in kinds.families()
+            if family not in registry(place)]
+
+
+def test_every_family_a_kind_names_has_an_entry_in_every_floor_s_registry():
+    """kinds.PLACES lists every floor's FamilyRegistry (none is made elsewhere in the package), and each holds an
+    entry for every family a registered kind names."""
+    import ast
+    from pathlib import Path
+
+    from tests.toy_family import registry
+
+    assert set(kinds.families()) == {"eagle3", "block"}
+    assert all(isinstance(registry(p), kinds.FamilyRegistry) for p in kinds.PLACES)
+    assert _families_missing() == []
+    pkg = Path(kinds.__file__).parent
+    made = set()
+    for path in pkg.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) \
+                    and ast.unparse(node.value.func).endswith("FamilyRegistry"):
+                module = ".".join(path.relative_to(pkg.parent).with_suffix("").parts)
+                made |= {f"{module}:{t.id}" for t in node.targets if isinstance(t, ast.Name)}
+    assert made == set(kinds.PLACES)
+
+
+def test_a_family_left_out_of_a_floor_is_found_and_is_one_line():
+    from eagle_audit.simulate.wiring import SIMULATIONS
+    from tests.toy_family import toy_family
+
+    with toy_family() as toy:
+        assert "toy" in kinds.families() and _families_missing() == []
+        SIMULATIONS.unregister("toy")
+        assert _families_missing() == ["eagle_audit.simulate.wiring:SIMULATIONS: toy"]
+        with pytest.raises(kinds.AuditError, match=r"^draft family 'toy': the simulate floor has no simulation for it "
+                                                   r"\(known: eagle3, block\)$"):
+            SIMULATIONS.of(toy)
+    assert _families_missing() == [] and "toy" not in kinds.families()
+
+
+def test_a_new_family_runs_end_to_end(make_draft, tiny_targets, cli, tmp_path):
+    """The toy family (tests/toy_family/: one folder, one entry per registry) the whole way, no family compared
+    anywhere else: read (its reading asked), accept-rate (its network and simulation run, tree refused in its own
+    words), fingerprint (its scorer runs), and both results reported."""
+    from eagle_audit.conventions.registry import probes_dir
+    from eagle_audit.draft.read import read_draft
+    from tests.toy_family import CALLS, toy_family
+
+    engine = json.loads((probes_dir() / "sglang.json").read_text())
+    engine["name"], engine["draft_kinds"] = "toy-engine", ["toy"]
+    (tmp_path / "toy-engine.json").write_text(json.dumps(engine))
+    with toy_family():
+        draft = make_draft(nested_ids=[0, 2, 3], extra={"toy_config": {}})
+        spec = read_draft(str(draft))
+        assert spec.kind == "toy" and spec.draft_kind.family == "toy" and CALLS == ["read"]
+        base = ("-t", tiny_targets["llama"].path, "-d", draft, "--engine", tmp_path / "toy-engine.json",
+                "--max-prompts", "2", "--max-new-tokens", "8")
+        r = cli(*base, "--topk", "2", "--num-draft-tokens", "3", command="accept-rate")
+        assert r.exit_code == 2 and "a Toy draft is simulated as a chain only" in r.stderr, r.output
+        CALLS.clear()
+        r = cli(*base, "--json", tmp_path / "accept.json", command="accept-rate")
+        assert r.exit_code in (0, 1), r.output
+        acc = json.loads((tmp_path / "accept.json").read_text())
+        assert acc["draft"]["kind"] == "toy" and acc["accept_length"]["trained"] is not None
+        assert {"read", "network", "simulate"} <= set(CALLS) and "score" not in CALLS
+        CALLS.clear()
+        r = cli(*base, "--confirm-prompts", "2", "--json", tmp_path / "fingerprint.json", command="fingerprint")
+        assert r.exit_code in (0, 1), r.output
+        fp = json.loads((tmp_path / "fingerprint.json").read_text())
+        assert fp["draft"]["kind"] == "toy"  # a random draft: the search may name no slot; the plumbing is the point
+        assert {"read", "network", "score"} <= set(CALLS)
+        assert any("toy draft: scored as an EAGLE-3 draft" in n for n in fp["provenance"]["notes"])
+    for name in ("accept", "fingerprint"):
+        r = cli(tmp_path / f"{name}.json", "--md", tmp_path / f"{name}.md", command="report")
+        assert r.exit_code == 0, r.output
+        assert "toy draft" in (tmp_path / f"{name}.md").read_text()
