@@ -165,7 +165,7 @@ def _id_lists(values, name: str) -> tuple[tuple[int, ...], ...] | None:
 
 
 @_checked
-def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike | None = "sglang",
+def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, *, engine: PathLike | None = None,
                  trainer: PathLike | None = None, trained_boundaries: Sequence[State | int] | None = None,
                  trained_ids: Sequence[int] | None = None, prompts: PathLike | None = None, max_prompts: int = 8,
                  max_tokens: int = 256, device: str = "cpu", dtype: str = "auto", device_map: str | None = None,
@@ -180,7 +180,9 @@ def audit_layers(target: PathLike | None = None, draft: PathLike | None = None, 
     target's weights local each served state is compared with the local capture; with a target directory of
     config and tokenizer only, every state comes from the server.
 
-    ``engine`` and ``trainer`` are built-in names (docs/conventions.md) or convention files;
+    ``engine`` and ``trainer`` are built-in names (docs/conventions.md) or convention files; ``engine`` also
+    ``NAME@RELEASE`` or a range ``NAME@LOW..HIGH`` (docs/releases.md); None (no engine named): SGLang's slots, and
+    ``result.engines`` holds every other engine's verdict at its newest built-in release (the verdict is the worst);
     ``trained_boundaries`` names the trained states directly; ``trained_ids`` are ids passed to the trainer
     at run time, in its convention; ``static`` checks configs only (no weights loaded, no cosines)."""
     from .layers.run import LayersOptions, run_layers

@@ -75,7 +75,7 @@ def test_cli_strings_and_wrong_types_are_refused(tiny_targets, make_draft, kwarg
     (lambda t, d: eagle_audit.fingerprint(t, d, max_prompts=0), "`max_prompts`: must be an integer >= 1, got 0"),
     (lambda t, d: eagle_audit.fingerprint(t, d, ttt_steps=9), "`ttt_steps`: must be an integer in 1..8, got 9"),
     (lambda t, d: audit_layers(t, d, static=True, max_tokens="x"), "`max_tokens`: expected an int, got str"),
-    (lambda t, d: audit_layers(t, d, engine=None, static=True), "`engine`: expected a str or os.PathLike, got NoneType"),
+    (lambda t, d: audit_layers(t, d, engine=5, static=True), "`engine`: expected a str or os.PathLike, got int"),
     (lambda t, d: audit_layers(t, d, max_prompts=0, static=True), "`max_prompts`: must be an integer >= 1, got 0"),
     (lambda t, d: eagle_audit.accept_rate(t, d, max_prompts=0), "`max_prompts`: must be an integer >= 1, got 0"),
     (lambda t, d: eagle_audit.check(t, d, static=True, max_tokens=-1), "`max_tokens`: must be an integer >= 1, got -1"),

@@ -144,10 +144,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m eagle_audit.conventions.pack", description=__doc__.split("\n\n")[0])
     ap.add_argument("stages", nargs="*", type=Path, help="staging folders <stage>/<engine>/<version>/<name>.json")
     ap.add_argument("--probes", type=Path, default=here, help="the built-in convention files (default: %(default)s)")
-    ap.add_argument("--out", type=Path, default=None, help="where the release files go (default: PROBES/releases)")
+    ap.add_argument("--dest", type=Path, default=None, help="where the release files go (default: PROBES/releases)")
     ap.add_argument("--check", action="store_true", help="write nothing; exit 1 when a file would change")
     a = ap.parse_args(argv)
-    same = write(a.stages, a.probes, a.out or a.probes / "releases", a.check)
+    same = write(a.stages, a.probes, a.dest or a.probes / "releases", a.check)
     return 1 if a.check and not same else 0
 
 

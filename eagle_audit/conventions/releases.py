@@ -322,7 +322,9 @@ def choose(name: str, spec: str, how: str = GIVEN) -> Choice:
         if not inside:
             raise UnknownConvention(f"engine {name}@{spec}: no known release in that range",
                                     hint=f"known releases: {', '.join(versions)}")
-        return Choice(name, inside[-1], how, spec, f"range {spec}: {spans(name, inside)}; audited at {inside[-1]}",
+        sets = len({pack_for(name)[1]["releases"][v][name]["set"] for v in inside})
+        return Choice(name, inside[-1], how, spec, f"range {spec}: {len(inside)} known release(s) from {inside[0]} to "
+                      f"{inside[-1]}, {sets} rule set(s); the slots are {inside[-1]}'s, the verdict each release's",
                       tuple(inside))
     if spec in versions:
         return Choice(name, spec, how, spec)

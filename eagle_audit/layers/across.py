@@ -79,14 +79,14 @@ def other_engines(audited: Convention) -> tuple[Convention, ...]:
     runner), chosen as ``audited`` was ("assumed")."""
     from dataclasses import replace
 
-    from ..engines.registry import ENGINES
+    from ..engines.options import WIRES  # each engine's name is its default convention's (not its registry: torch)
 
     out = []
-    for e in ENGINES.values():
-        if not e.variants or audited.name in e.variants or audited.name.split("-")[0] == e.name:
+    for name in WIRES:
+        if audited.name == name or audited.name.startswith(name + "-"):
             continue
         try:
-            out.append(replace(get_convention(e.variants[0], "engine"), release_how=audited.release_how))
+            out.append(replace(get_convention(name, "engine"), release_how=audited.release_how))
         except AuditError:
             continue
     return tuple(out)

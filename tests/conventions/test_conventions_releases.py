@@ -54,7 +54,7 @@ def test_choosing_a_release():
     within = choose("sglang", "0.5.13.post9")  # between two releases: the one before it, and whether they differ
     assert within.version == "0.5.13.post1" and within.how == NEAREST and "0.5.14" in within.note
     span = choose("sglang", "0.5.6..0.5.14")
-    assert span.version == "0.5.14" and span.span[0] == "0.5.6" and "rule sets" in span.note
+    assert span.version == "0.5.14" and span.span[0] == "0.5.6" and "rule set(s)" in span.note
     assert choose("sglang", ">=0.5.20").span == ("0.5.20", "0.5.21", "0.5.22", "0.5.23")
     with pytest.raises(UnknownConvention, match="older than every release with sglang rules"):
         choose("sglang", "0.3.0")
