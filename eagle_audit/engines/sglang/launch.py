@@ -46,7 +46,10 @@ def _capture_only_ok(ids: Sequence[int], n: int) -> str | None:
 def sglang_serving(draft_config: Mapping[str, Any], target: TargetShape, port: int = PORT,
                    conv: Convention | None = None) -> Launch:
     conv = conv or get_convention("sglang", "engine")
-    if "eagle3" not in conv.draft_kinds:  # the convention of a block kind's pipeline (draft.block.convention_for)
+    from ...draft.family import draft_family
+    from ...kinds import kind
+
+    if any(draft_family(kind(k)).blocks for k in conv.draft_kinds):  # a block kind's convention (draft/family.py)
         return _block_serving(draft_config, target, port, conv)
     wiring = conv.resolve(draft_config, target.architecture, target.num_layers)
     eagle = draft_config.get("eagle_config")
