@@ -46,6 +46,7 @@ from ..runtime.eagle3 import DraftArch, DraftFlags, Eagle3Draft, build_draft
 class CanaryOptions:
     boundaries: tuple[int, ...]
     final_norm: bool = False  # boundary N stands for the post-final-norm state (BN+norm), not the pre-norm one
+    views: tuple[str, ...] = ()  # hyper-connection targets: one view per boundary ("" the mean, "s0", "mix")
     ttt_steps: int = 3
     epochs: int = 30
     lr: float = 2e-3
@@ -214,7 +215,10 @@ def train_canary(target, prompts: Sequence[Sequence[int]], opts: CanaryOptions, 
     n_layers = target.info.num_layers
     if opts.final_norm and n_layers not in opts.boundaries:
         raise ValueError(f"final_norm: the boundaries must include N = {n_layers} (the state that is normed)")
-    states = tuple(State(b, normed=opts.final_norm and b == n_layers) for b in opts.boundaries)
+    views = opts.views or ("",) * len(opts.boundaries)
+    if len(views) != len(opts.boundaries):
+        raise ValueError(f"views: {len(views)} given for {len(opts.boundaries)} boundaries")
+    states = tuple(State(b, normed=opts.final_norm and b == n_layers, stream=v) for b, v in zip(opts.boundaries, views))
     dev = torch.device(opts.device or target.input_device)
     t0 = time.perf_counter()
     if data is None:
