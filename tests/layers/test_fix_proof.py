@@ -6,6 +6,7 @@ one (issue 42 items 1, 2, 8; issue 41 item 4)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -180,6 +181,14 @@ def test_seed_case_names_the_upgrade_from_the_release_data(tiny_targets, make_dr
     r = audit_layers(tiny_targets["deepseek_v3"].path, make_draft(nested_ids=[2, 30, 58]), engine=str(rules),
                      trained_boundaries=[0, 3, 31], static=True, use_installed_engine=False)
     assert [s.label() for s in r.served.states] == ["B3", "B31", "B59"]
-    assert not r.fix.possible and r.fix.release == "SGLang 0.5.6" and r.fix.upgrade.ids == (0, 3, 31)
-    assert r.fix.upgrade.release.startswith("SGLang 0.5.1")  # 0.5.13 or the first later release the data holds
+    assert not r.fix.possible and r.fix.release == "SGLang 0.5.6" and r.fix.upgrade.possible
+    # the first later release of the data whose rules (as the data holds them) take a fix, proven under them
+    from eagle_audit.conventions.registry import release_convention
+    from eagle_audit.layers.engine_bugs import later
+
+    version = r.fix.upgrade.release.removeprefix("SGLang ")
+    assert later(version, "0.5.6")
+    config = json.loads((Path(r.draft["path"]) / "config.json").read_text())
+    assert side_of(release_convention("sglang", version), r.fix.upgrade.apply(config), DSV3, 61).states == \
+        states(0, 3, 31)
     assert f"Upgrade to {r.fix.upgrade.release}, then: Write eagle_config" in r.fix.explanation
