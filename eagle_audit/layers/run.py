@@ -15,6 +15,7 @@ from ..errors import AuditError, param
 from ..inputs import AuditInputs, prepare
 from ..provenance import provenance
 from ..resolution import BLOCKS, MEASURED, Resolution
+from ..runtime.load import network
 from ..states import State, all_states
 from .diagnose import SlotStats, diagnose, with_config_fix
 from .fix import known_releases, plan_fix
@@ -97,11 +98,11 @@ def _measure_semantics(target, draft: DraftSpec, res: Resolution, prompts_ids: l
     import torch
 
     from ..runtime.rollout import rollout
-    from ..runtime.eagle3 import load_draft_model
+    from ..runtime.load import load_draft
     from ..source import as_source
 
     source = as_source(target)
-    models = [load_draft_model(draft, target, side.flags) for side in (res.trained, res.served)]
+    models = [load_draft(draft, target, side.flags) for side in (res.trained, res.served)]
     agree, total = [0] * SEMANTIC_STEPS, [0] * SEMANTIC_STEPS
     for ids in prompts_ids:
         if len(ids) < 2:
@@ -140,7 +141,8 @@ def run_layers(opts: LayersOptions, status: Callable[[str], None] | None = None,
                                       res.served.reach or (0, info.num_layers), opts.scan,
                                       progress)
         if (res.served.wiring.unsupported is None and semantics_differ(res, draft, info.hidden_size)
-                and len(res.trained.states) == draft.aux_count(info.hidden_size)):
+                and len(res.trained.states) == draft.aux_count(info.hidden_size)
+                and network(draft.draft_kind).flags_apply):  # else the flags change nothing the family runs
             try:
                 agreement = measure_semantics(target, draft, res, ids)
             except AuditError as e:
