@@ -14,10 +14,20 @@ def _fmt(v: float | None, nd: int = 3) -> str:
     return "-" if v is None else f"{v:.{nd}f}"
 
 
-def render_accept(result: AcceptResult, console: Console) -> None:
+def render_accept(result: AcceptResult, console: Console, verbose: bool = False, seen: set | None = None) -> None:
+    """The accept lengths; not ``verbose``: paths by name, each note on one line (all of it: ``-v``, JSON, the
+    reports). ``seen``: notes already printed (``check -v``), left out."""
+    from pathlib import Path
+
+    from ..terminal import print_notes
+
     t, s = result.target, result.settings
-    console.print(f"[bold]target[/] {t['name']}  ({t['architecture']}, N={t['num_layers']})")
-    console.print(f"[bold]draft[/]  {result.draft['path']}  ({result.draft['layout']} layout)")
+    name = (lambda p: str(p)) if verbose else (lambda p: Path(str(p)).name)  # noqa: E731
+    console.print(f"[bold]target[/] {name(t['name'])}  ({t['architecture']}, N={t['num_layers']})", soft_wrap=True)
+    console.print(f"[bold]draft[/]  {name(result.draft['path'])}  ({result.draft['layout']} layout)", soft_wrap=True)
+    src = result.provenance.get("prompts") or "built-in chat set"
+    console.print(f"[bold]prompts[/] {result.provenance.get('num_prompts', '?')} of the "
+                  f"{src if src == 'built-in chat set' else name(src)}", highlight=False, soft_wrap=True)
     src = result.provenance.get("source") or {}
     if src.get("backend") == "server":
         console.print(Text.assemble(("states", "bold"), f" target states and greedy continuations from the "
@@ -68,8 +78,10 @@ def render_accept(result: AcceptResult, console: Console) -> None:
                 console.print(f"  note: {note}", highlight=False, markup=False)
     if result.arbiter is not None:
         _render_arbiter(result, console)
-    for note in result.provenance.get("notes") or ():
-        console.print(f"note: {note}", highlight=False, markup=False, style="dim")
+    notes = [n for n in result.provenance.get("notes") or () if seen is None or n not in seen]
+    print_notes(console, notes, verbose)
+    if seen is not None:
+        seen.update(notes)
     color = "green" if result.verdict == "match" else "red"
     tr, sv_al = result.al("trained"), result.al("served")
     arb = result.arbiter

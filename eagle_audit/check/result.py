@@ -63,6 +63,8 @@ class Verdict:
     fix: Any  # Fix | None
     fix_from: str | None  # the stage whose fix it is
     gate: tuple[str, ...] = ()  # --fail-under lines not met
+    grade: str | None = None  # how sure, as a grade: "high", "medium", "low" (:func:`eagle_audit.check.run.grade`)
+    grade_why: str = ""  # the evidence the grade follows, in words
 
     def summary(self) -> str:
         if self.status == "match" and not self.gate:
@@ -70,7 +72,7 @@ class Verdict:
         parts = []
         if self.problems:
             codes = ", ".join(dict.fromkeys(p.code for p in self.problems))
-            parts.append(f"{codes}; shown by {self.sure} ({EVIDENCE[self.sure]})")
+            parts.append(f"{codes}" + (f"; how sure: {self.grade}" if self.grade else ""))
         if self.cost and self.cost.get("loss") is not None:
             parts.append(f"costs {self.cost['loss']:.2f} accept length ({self.cost['trained']:.2f} trained, "
                          f"{self.cost['served']:.2f} served)")
@@ -81,6 +83,7 @@ class Verdict:
     def to_json(self) -> dict:
         return {"status": self.status, "summary": self.summary(), "problems": [p.to_json() for p in self.problems],
                 "sure": self.sure, "evidence": EVIDENCE[self.sure] if self.sure else None,
+                "grade": self.grade, "grade_why": self.grade_why,
                 "cost": dict(self.cost) if self.cost else None, "fix": self.fix.to_json() if self.fix else None,
                 "fix_from": self.fix_from, "gate": list(self.gate)}
 

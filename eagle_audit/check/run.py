@@ -96,6 +96,9 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
 
         make_settings(opts.num_steps, opts.topk, opts.num_draft_tokens, opts.max_new_tokens)
         load_prompts(opts.prompts, opts.max_prompts)
+        from ..inputs import check_tokenizer
+
+        check_tokenizer(opts)  # a target that cannot encode the prompts: said before its weights load
     stages: dict[str, Stage] = {}
     if opts.trainer == MEASURED:
         stages["static"] = _skip("static", f"trainer {MEASURED}: the trained wiring is measured on the weights; "
@@ -258,4 +261,49 @@ def combine(stages: tuple[Stage, ...], gate: Gate) -> Verdict:
         fix, fix_from = layers.result.fix, layers.name
     mismatch = bool(problems) or (acc.ran and acc.result.verdict == "mismatch")
     lines = tuple(failures(gate, acc.result.to_json() if acc.ran else None, acc.why))
-    return Verdict("mismatch" if mismatch else "match", problems, sure, cost, fix, fix_from, lines)
+    g, why = grade(by, problems)
+    return Verdict("mismatch" if mismatch else "match", problems, sure, cost, fix, fix_from, lines, g, why)
+
+
+def grade(by: dict, problems) -> tuple[str | None, str]:
+    """How sure the verdict is, as a grade that follows the evidence: what showed the served states (read from the
+    running engine, measured on the target's states, or predicted from the configs) and what the trained wiring
+    rests on (given, or assumed from the layout; what the draft's weights said of it). A fingerprint that finds no
+    wiring the weights fit makes it ``low`` whatever else ran: the trained wiring, and so the fix, is unknown."""
+    fp, cap, served = by["fingerprint"], by["captured"], by["served"]
+    layers = cap if cap.ran else by["static"]
+    if not layers.ran:
+        return None, ""
+    if fp.ran and fp.result.inferred is None:
+        return "low", ("the draft's weights fit no wiring of this target (fingerprint: no wiring makes the draft "
+                       "agree with the target): what it was trained on is unknown, and so is the fix; is it the "
+                       "draft for this target?")
+    shown = {n for p in problems for n in p.shown_by}
+    if served.ran and (not problems or "served" in shown):
+        states = "read from the running engine"
+    elif cap.ran:
+        states = "measured on the target's states"
+    else:
+        states = "predicted from the configs and the engine's rules (no weights)"
+    assumed = bool(layers.result.suggestions)
+    if fp.ran:
+        r = fp.result
+        differs = any(f.code == "TRAINED_WIRING_DIFFERS" for f in r.errors)
+        open_slots = [s.index for s in r.slots if s.undetermined]
+        if differs:
+            trained, sure = "the draft's weights read another trained wiring than the declared one", r.confidence == "high"
+        else:
+            agrees = next((c.agrees for c in r.claims if c.source == "declared"), None)
+            trained = ("the draft's weights agree with the declared trained wiring" if agrees else
+                       "the draft's weights do not tell the declared trained wiring" if agrees is None else
+                       "the draft's weights do not agree with the declared trained wiring")
+            sure = bool(agrees) and r.confidence == "high"
+            if agrees and open_slots:
+                trained += f" (slot {', '.join(map(str, open_slots))} undetermined)"
+    elif assumed:
+        trained, sure = "the trained wiring is assumed from the draft's layout (not measured)", False
+    else:
+        trained, sure = "the trained wiring is given", True
+    if not cap.ran and not served.ran:
+        return "low", f"the served states {states}; {trained}"
+    return ("high" if sure else "medium"), f"the served states {states}; {trained}"

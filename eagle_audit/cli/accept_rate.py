@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from typing import Annotated, Optional
 
@@ -13,7 +14,8 @@ from .defaults import use_threads
 from .edge import error_edge
 from .progress import reporter
 from .unused import SERVER_REACH, refuse_unused
-from .options import AcceptArgs, AuditArgs, ServerArgs, audit_command, hidden_states_dir_option, server_option
+from .options import (AcceptArgs, AuditArgs, ServerArgs, Verbose, audit_command, hidden_states_dir_option,
+                      server_option)
 
 
 @contextmanager
@@ -51,6 +53,7 @@ def accept_rate(
     states_server: Annotated[Optional[str], typer.Option("--states-server", help="URL of a reference server (SGLang capture-only or vLLM extract_hidden_states, started with the reference line of docs/server.md) to take every target state and the greedy continuation from, for a --target directory of config, tokenizer and embed_tokens.safetensors only; the draft is simulated here on those states. Unlike --server, which serves the draft and reports its own accept length.")] = None,
     hidden_states_dir: hidden_states_dir_option("vLLM --states-server: the server's shared_storage_path as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
+    verbose: Verbose = False,
 ) -> None:
     """Measure what a wiring mistake costs: accept length of the draft under its trained wiring and
     under the engine's, and with each mis-wired slot corrected alone.
@@ -94,7 +97,7 @@ def accept_rate(
                              device_map=args.device_map, states_server=reach.server(states_server, hidden_states_dir))
         with reporter(args.json_out) as (status, progress), server_hints():
             result = run_accept(opts, status, progress)
-        args.emit(result, render_accept)
+        args.emit(result, functools.partial(render_accept, verbose=verbose))
         failed = failures(gate, result.to_json())
         if failed:
             err.print(reason(failed), highlight=False, markup=False, soft_wrap=True)

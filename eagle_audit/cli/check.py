@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import functools
 
@@ -42,6 +42,7 @@ def check(
     hidden_states_dir: hidden_states_dir_option("vLLM --server: the folder its ExampleHiddenStatesConnector writes to (shared_storage_path), as this machine sees it.") = None,
     reach: ServerArgs = ServerArgs(),
     server: OldServer = None,
+    write_fixed_config: Annotated[Optional[str], typer.Option("--write-fixed-config", help="Write a corrected copy of the draft into DIR with the verdict's fix (config.json patched, weights linked); the input is untouched.")] = None,
     verbose: Verbose = False,
 ) -> None:
     """Why is my accept length low? The static audit, then (with the target's weights) the captured
@@ -70,7 +71,7 @@ def check(
         from ..accept.gate import reason
 
         args = args.with_defaults()
-        args.check_outputs()
+        args.check_outputs(new_dirs={"--write-fixed-config": write_fixed_config})
         opts = CheckOptions(**args.library(ctx), static=static, fingerprint=fingerprint, **accept.library(),
                             device_map=args.device_map, fail_under=accept.fail_under,
                             fail_under_positions=accept.positions(),
@@ -80,6 +81,12 @@ def check(
             result = run_check(opts, status, progress)
         args.emit(result, functools.partial(render_check, verbose=verbose))
         v = result.verdict
+        if write_fixed_config:
+            from .layers import write_fixed
+            from .pending import wrote
+
+            write_fixed(args.draft, write_fixed_config, v.fix)
+            wrote(write_fixed_config)
         if v.gate:
             err.print(reason(v.gate), highlight=False, markup=False, soft_wrap=True)
     raise typer.Exit(EXIT_OK if v.status == "match" and not v.gate else EXIT_MISMATCH)

@@ -12,13 +12,14 @@ import re
 
 #: heading -> the options under it, in order; ``*`` marks those plain --help shows (the rest: --help-all)
 PANELS: dict[str, tuple[str, ...]] = {
-    "Inputs": ("*target", "*draft", "*engine", "*trainer", "*trained_boundaries", "trained_ids", "*prompts"),
+    "Inputs": ("*target", "*draft", "*engine", "*trainer", "*trained_boundaries", "trained_ids", "*prompts",
+               "*source"),
     "Engine and server": ("*server", "*states_server", "states_from", "hidden_states_dir", "server_kind", "api_key",
                           "server_timeout", "server_deadline", "builtin_rules"),
     "Budget": ("*max_prompts", "max_tokens", "*max_new_tokens", "num_steps", "topk", "num_draft_tokens", "ttt_steps",
                "more_prompts", "confirm_prompts", "gen_batch"),
     "Checks and gates": ("*static", "*fingerprint", "scan", "tolerance", "*fail_under", "fail_under_positions", "live"),
-    "Outputs": ("*json_out", "*report", "*write_fixed_config", "*verbose"),
+    "Outputs": ("*json_out", "*report", "*write_fixed_config", "*out", "*verbose"),
     "Machine": ("device", "dtype", "device_map", "threads"),
 }
 COLUMN = 26  # the flags' column, at most
@@ -44,6 +45,8 @@ SHORT = {
     "report": "Write JSON, HTML and Markdown reports into DIR",
     "write_fixed_config": "Write a corrected copy of the draft into DIR",
     "verbose": "Print the whole evidence, not the summary",
+    "source": "Read the engine from this wheel or source folder (default: installed)",
+    "out": "Write the probed rules as JSON to FILE ('-': stdout)",
 }
 
 
@@ -108,8 +111,9 @@ def install(command) -> None:
                     formatter.write_dl([(f.ljust(width), h) for f, h in rows], col_max=COLUMN)
         if hidden:
             formatter.write_paragraph()
-            formatter.write_text(f"{len(hidden)} more options (server details, budget, machine): "
-                                 f"{ctx.command_path} --help-all, or docs/cli.md.")
+            where = ", ".join(dict.fromkeys(HEADING.get(p.name, "Other").lower() for p in hidden))
+            formatter.write_text(f"{len(hidden)} more options ({where}): {ctx.command_path} --help-all, or "
+                                 "docs/cli.md.")
 
     def format_help_text(ctx, formatter) -> None:
         before = None

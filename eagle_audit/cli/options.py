@@ -95,8 +95,9 @@ MaxNewTokens = Annotated[int, typer.Option("--max-new-tokens", help="Greedy cont
 TttSteps = Annotated[Optional[int], typer.Option("--ttt-steps", help="Training-time-test steps scored per position, where the draft predicts at each (1: the first draft token only). Default: 3 on cuda, 1 on cpu (there the later steps cost about 5x the search).", min=1, max=8)]
 MorePrompts = Annotated[int, typer.Option("--more-prompts", help="Second-round budget: up to this many further prompts of the same source, used only when a slot is not separated and they are expected to settle it (0: no second round).", min=0)]
 ConfirmPrompts = Annotated[int, typer.Option("--confirm-prompts", help="Confirmation: this many further prompts of the same source (after the search's and the second round's; before the second round's where the source holds fewer), never searched on: every named slot is judged again on their continuations, and a finding from the weights stands only where the measured wiring beats the declared one there in simulated accept length (0: no confirmation, and no finding from the weights).", min=0)]
-Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Print the whole evidence: every slot's margins and "
-                                       "what would decide it, every trainer convention's claim, each finding's why.")]
+Verbose = Annotated[bool, typer.Option("--verbose", "-v", help="Print the whole evidence: every stage in "
+                                       "full, each finding's why, every note whole with its engine source file:line, "
+                                       "every slot's margins and every trainer convention's claim.")]
 GenBatch = Annotated[int, typer.Option("--gen-batch", min=1, help="Prompts the target continues together (left-padded, one KV cache); 1 = one at a time. --live always generates one at a time.")]
 FailUnder = Annotated[Optional[float], typer.Option(
     "--fail-under", help="CI gate: exit 1 when the served accept length (simulated, and the server's with --server) is "

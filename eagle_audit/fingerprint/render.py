@@ -90,7 +90,7 @@ def _brief(result: FingerprintResult, console: Console) -> None:
     conf = result.confirmation
     if conf is not None:
         acc = ", ".join(f"{k} {w.accept_length:.2f}" for k, w in conf.wirings.items() if w.accept_length is not None)
-        console.print(f"[bold]accept length[/] on {conf.prompts} other prompts ({conf.steps} draft tokens): {e(acc)}"
+        console.print(f"[bold]accept length[/] on {e(held_out(result))} ({conf.steps} draft tokens): {e(acc)}"
                       + (f"; the fix gains {e(conf.fix_gain.text().split(' (')[0])}" if conf.fix_gain else ""),
                       highlight=False)
     undecided = [s for s in result.slots if s.undetermined and s.lines != "disagree"]
@@ -101,13 +101,24 @@ def _brief(result: FingerprintResult, console: Console) -> None:
                          f"({param('prompts')}, {param('max_prompts')})" if want
                          else f"text like the draft's training data ({param('prompts')})") + "[/]",
                       highlight=False)
-    render_findings_and_fix(result.findings, result.fix, console, brief=True)
+    render_findings_and_fix(result.findings, result.fix, console, brief=True, verbose=False, write_hint=False)
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s); the evidence: "
                   f"{param('verbose')}, {param('json_out')}, {param('report')})", highlight=False)
 
 
-def render_fingerprint(result: FingerprintResult, console: Console, verbose: bool = False) -> None:
+def held_out(result: FingerprintResult) -> str:
+    """Which prompts the confirmation measured its accept lengths on, in words: other text than the search's (and
+    than accept-rate's, which reads the first ``num_prompts``), so its figures differ from accept-rate's."""
+    p, conf = result.provenance, result.confirmation
+    src = p.get("prompts") or "built-in chat set"
+    src = f"the {src}" if src == "built-in chat set" else src.rsplit("/", 1)[-1]
+    return (f"{conf.prompts} held-out prompts of {src} (after the {p.get('num_prompts', '?')} read; accept-rate "
+            "measures on those)")
+
+
+def render_fingerprint(result: FingerprintResult, console: Console, verbose: bool = False, seen: set | None = None,
+                       fixes: list | None = None) -> None:
     if not verbose:
         return _brief(result, console)
     t, d = result.target, result.draft
@@ -148,7 +159,7 @@ def render_fingerprint(result: FingerprintResult, console: Console, verbose: boo
     if conf is not None:
         acc = ", ".join(f"{k} {_labels(w.states)} {w.accept_length:.3f}" for k, w in conf.wirings.items()
                         if w.accept_length is not None)
-        console.print(f"[bold]confirmation[/] on {conf.prompts} other prompts ({conf.scored_tokens} tokens): simulated "
+        console.print(f"[bold]confirmation[/] on {e(held_out(result))}, {conf.scored_tokens} tokens: simulated "
                       f"accept length ({conf.steps} draft tokens a verify) {e(acc)}", highlight=False)
         for i, said in enumerate(conf.slots):
             console.print(f"  slot {i}: {e(said)}", highlight=False)
@@ -157,6 +168,6 @@ def render_fingerprint(result: FingerprintResult, console: Console, verbose: boo
             console.print(f"  measured - declared: {e(conf.gain.text())}: the weights' finding {word}", highlight=False)
         if conf.fix_gain is not None:
             console.print(f"  the fix gains {e(conf.fix_gain.text())} over what the engine feeds", highlight=False)
-    render_findings_and_fix(result.findings, result.fix, console)
+    render_findings_and_fix(result.findings, result.fix, console, fixes=fixes, write_hint=False)
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s))")

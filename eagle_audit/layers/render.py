@@ -83,37 +83,67 @@ def _key(v: str):
     return version_key(v or "")
 
 
-def render_findings_and_fix(findings, fix, console: Console, brief: bool = False, label: str | None = None) -> None:
+def render_findings_and_fix(findings, fix, console: Console, brief: bool = False, label: str | None = None,
+                            verbose: bool = True, fixes: list | None = None, write_hint: bool = True) -> None:
     """The findings, one per line with why and fix, then the fix panel (shared by layers and fingerprint);
-    ``brief``: without the why."""
+    ``brief``: without the why; not ``verbose``: without the why and the engine source references. The patch is
+    printed whole under the panel (a line to copy: never wrapped). ``fixes``: the fixes already printed (``check
+    -v``): the same one again is one line."""
+    from ..terminal import print_copyable, strip_sources
+
     for f in findings:
         color = "red" if f.severity == "error" else "yellow"
         where = f" slot {f.slot}" if f.slot is not None else ""
-        console.print(f"[{color}]{f.code}[/]{where}: {f.what}", highlight=False)
-        if not brief:
+        console.print(f"[{color}]{f.code}[/]{where}: {f.what if verbose else strip_sources(f.what)}", highlight=False)
+        if not brief and verbose:
             console.print(f"   why: {f.why}", highlight=False, style="dim")
         if f.fix != "see the fix below":
             console.print(f"   fix: {f.fix}", highlight=False)
-    if fix is not None:
-        body = fix.explanation
-        if fix.possible and fix.patch:
-            body += "\n\nMerge into config.json:\n" + json.dumps(fix.patch)
-        who = label or fix.engine
-        console.print(Panel(body, title=f"fix for {who}" if fix.possible else f"no config fix for {who}",
-                            border_style="green" if fix.possible else "red"))
+    if fix is None:
+        return
+    who = label or fix.engine
+    key = (fix.engine, json.dumps(fix.patch), fix.explanation)
+    if fixes is not None:
+        if key in fixes:
+            console.print(f"fix for {who}: the one above", highlight=False)
+            return
+        fixes.append(key)
+    console.print(Panel(fix.explanation if verbose else strip_sources(fix.explanation),
+                        title=f"fix for {who}" if fix.possible else f"no config fix for {who}",
+                        border_style="green" if fix.possible else "red"))
+    if fix.possible and fix.patch:
+        console.print("Merge into the draft's config.json" + (f" (or {param('write_fixed_config')} DIR writes a fixed "
+                                                                "copy)" if write_hint else "") + ":", highlight=False)
+        print_copyable(console, json.dumps(fix.patch))
 
 
-def render_layers(result: LayersResult, console: Console) -> None:
+#: what the layers table's columns and the served line's words mean (printed under the table; docs/layers.md)
+LEGEND = ("Bk: the state entering layer k (B0 embedding, B{N} last layer's output, +norm post-norm); cosine: trained "
+          "vs served, token mean; nearest servable: the capturable state closest to the trained one; rule: the "
+          "engine's capture rule for this architecture")
+
+
+def render_layers(result: LayersResult, console: Console, verbose: bool = False, seen: set | None = None,
+                  fixes: list | None = None) -> None:
+    """The layers audit; not ``verbose``: paths by name, each note on one line, no finding's why, no engine source
+    reference (all in ``-v``, JSON and the reports). ``seen``: notes already printed (``check -v``), left out."""
+    from pathlib import Path
+
+    from ..terminal import print_notes
+
     t, d = result.target, result.draft
     n = t["num_layers"]
-    console.print(f"[bold]target[/] {t['name']}  ({t['architecture']}, N={n}, hidden {t['hidden_size']})")
-    console.print(f"[bold]draft[/]  {d['path']}  ({d['layout']} layout, fc {d['fc_in']}->{d['fc_out']})")
+    name = (lambda p: str(p)) if verbose else (lambda p: Path(str(p)).name)  # noqa: E731
+    console.print(f"[bold]target[/] {name(t['name'])}  ({t['architecture']}, N={n}, hidden {t['hidden_size']})",
+                  highlight=False, soft_wrap=True)
+    console.print(f"[bold]draft[/]  {name(d['path'])}  ({d['layout']} layout, fc {d['fc_in']}->{d['fc_out']})",
+                  highlight=False, soft_wrap=True)
     tr, sv = result.trained, result.served
     console.print(f"[bold]trained[/] {tr.convention}: ids {list(tr.ids) if tr.ids is not None else '-'} "
                   f"({tr.ids_source}; {tr.case})")
     console.print(f"[bold]served[/]  {engine_label(result)}: ids {list(sv.ids) if sv.ids is not None else '-'} "
                   f"({sv.ids_source}; {sv.case}; rule {sv.rule})")
-    table = Table(title="slots (B0 = embedding, Bk = output of layer k-1, B{N} pre-norm, +norm = post-norm)".replace("{N}", str(n)))
+    table = Table()
     for col in ("slot", "trained", "served", "cosine", "nearest servable", "verdict"):
         table.add_column(col, justify="right" if col in ("slot", "cosine") else "left")
     for s in result.slots:
@@ -122,12 +152,15 @@ def render_layers(result: LayersResult, console: Console) -> None:
         table.add_row(str(s.index), s.trained.label() if s.trained else "-", s.served.label() if s.served else "-",
                       f"{s.cosine:.3f}" if s.cosine is not None else "-", near, f"[{style}]{s.verdict}[/]")
     print_table(console, table)
+    console.print(LEGEND.replace("{N}", str(n)), style="dim", highlight=False)
     label = engine_label(result)
-    render_findings_and_fix(result.findings, result.fix, console,
+    render_findings_and_fix(result.findings, result.fix, console, verbose=verbose, fixes=fixes,
                             label=label if result.fix is not None and result.fix.engine == sv.convention else None)
     # result.suggestions also travel in provenance notes ("suggestion: ..."), printed once below and in reports
-    for note in result.provenance.get("notes") or ():
-        console.print(f"note: {note}", highlight=False, style="dim")
+    notes = [n for n in result.provenance.get("notes") or () if seen is None or n not in seen]
+    print_notes(console, notes, verbose)
+    if seen is not None:
+        seen.update(notes)
     own = "mismatch" if result.errors else "match"
     for line in verdict_lines(result, own, f"{len(result.errors)} error(s), "
                                            f"{len(result.findings) - len(result.errors)} warning(s)"):
