@@ -76,6 +76,22 @@ def read_inputs(opts: AuditInputs, notes: list[str]) -> tuple[DraftSpec, Convent
     return draft, convention_for(engine, draft.kind, notes)  # the engine itself where it has rules for the kind
 
 
+def check_tokenizer(opts: AuditInputs) -> None:
+    """Before any weight loads: a target directory without a tokenizer cannot encode text prompts; said naming the
+    folder, the files looked for and the ways out (token ids given: nothing to encode, nothing checked). A GGUF
+    file or a hub id carries or resolves its own."""
+    from .errors import BadCheckpoint
+    from .target import TOKENIZER_FILES
+
+    if getattr(opts, "prompt_ids", None) is not None:
+        return
+    d = Path(os.path.expanduser(os.fspath(opts.target)))
+    if d.is_dir() and (d / "config.json").is_file() and not any((d / f).is_file() for f in TOKENIZER_FILES):
+        raise BadCheckpoint(f"{d}: the target has no tokenizer (none of {', '.join(TOKENIZER_FILES)}), so the "
+                            "prompts cannot be encoded; checked before its weights load",
+                            hint="copy the model's tokenizer files into it, or give token ids (Python: prompt_ids=...)")
+
+
 def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | None = None,
             status: Callable[[str], None] | None = None, notes: list[str] | None = None,
             inputs: tuple[DraftSpec, Convention] | None = None, source=None, request=None,
@@ -92,6 +108,8 @@ def prepare(opts: AuditInputs, *, load_weights: bool = True, device_map: str | N
     notes = [] if notes is None else notes
     draft, engine = inputs if inputs is not None else read_inputs(opts, notes)
     target = None
+    if load_weights and source is None:
+        check_tokenizer(opts)
     if load_weights:
         if source is not None:
             target = source

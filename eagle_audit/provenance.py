@@ -77,10 +77,18 @@ def _from_server(base: str | None, server, notes: list[str], how: str, known) ->
     from .conventions.registry import release_convention
     from .errors import AuditError
 
+    from .engines.http import ServerError
+
     try:
         from .engines.options import server_release
 
         kind, version, where = server_release(server)
+    except ServerError as e:  # a server the command needs and cannot reach: said now, before any target loads
+        if "unreachable" in e.message or "does not answer" in e.message:
+            raise ServerError(e.message, hint=(e.hint or "") + " (checked before the target loads; start the server, "
+                              "correct the URL, or leave the server out to capture here)") from None
+        notes.append(f"the server's release was not read ({e.message})")
+        return None
     except AuditError as e:
         notes.append(f"the server's release was not read ({e.message})")
         return None
