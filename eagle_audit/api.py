@@ -380,15 +380,17 @@ def fingerprint(target: PathLike | None = None, draft: PathLike | None = None, *
 
 
 @_checked
-def write_fixed_config(result: LayersResult, dest: PathLike, *, draft: PathLike | None = None) -> str:
+def write_fixed_config(result: LayersResult, dest: PathLike, *, draft: PathLike | None = None,
+                       weights: str = "link") -> str:
     """Write the draft with ``result.fix`` applied into ``dest``, as ``eagle-audit layers --write-fixed-config`` does
     (one writer: :func:`eagle_audit.layers.fixed_copy.write_fixed_copy`): ``config.json`` patched, every other file
     linked, ``dest`` absent, empty, or a copy eagle-audit wrote before; the draft itself is never modified. ``draft``:
-    the draft directory (default: the one ``result`` audited). The fix was proven before it was offered: the copy,
-    audited again with the same engine release and trainer, is a match. Returns ``dest``. A result without a fix
+    the draft directory (default: the one ``result`` audited). ``weights``: ``"link"`` (symbolic links by a relative
+    path: move the copy together with the draft) or ``"copy"`` (the files: the copy travels alone). The fix was
+    proven before it was offered: the copy, audited again with the same engine release and trainer, is a match. Returns ``dest``. A result without a fix
     (a match) or whose fix is not possible raises :class:`eagle_audit.errors.AuditError`, with why."""
     from .errors import AuditError
-    from .layers.fixed_copy import write_fixed_copy
+    from .layers.fixed_copy import WEIGHTS, write_fixed_copy
     from .layers.result import LayersResult as Result
 
     if not isinstance(result, Result):
@@ -397,5 +399,7 @@ def write_fixed_config(result: LayersResult, dest: PathLike, *, draft: PathLike 
     if result.fix is None:
         raise AuditError(f"{param('result')}: nothing to fix: the wiring matches (verdict {result.verdict})")
     source = _path(draft, "draft") if draft is not None else str(result.draft["path"])
-    write_fixed_copy(source, out, result.fix, param("dest"))
+    if weights not in WEIGHTS:
+        raise BadArgument(f"{param('weights')}: one of {', '.join(map(repr, WEIGHTS))}, got {shown(weights)}")
+    write_fixed_copy(source, out, result.fix, param("dest"), weights)
     return out

@@ -18,6 +18,10 @@ would be refused):
    directory, but never an input, and never a directory holding a model or draft checkpoint that
    eagle-audit did not write.
 
+5. An existing file output (``--json FILE``, ``report --md FILE`` / ``--html FILE``, ``probe --out``, the files of a
+   ``--report`` directory) is replaced only when eagle-audit wrote it (:func:`written_by_eagle_audit`: its JSON
+   schema, its report signature) or it is empty; any other file is never overwritten.
+
 Writes are atomic (:func:`write_text`, :func:`write_bytes`, :func:`new_directory`): a temporary file in
 the destination's own directory, then a rename, so a reader never sees a half-written file and a killed
 run leaves the old file (or nothing) behind.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from contextlib import contextmanager
@@ -88,11 +93,38 @@ def check_output(path: str | os.PathLike, inputs: Inputs, label: str = "output",
             raise OutputRefused(f"{label} {path}: lies inside {what} ({i}); inputs are never modified",
                                 hint="choose a path outside every input")
     _check_writable(p, path, label, "dir" if kind == "new_dir" else kind)
+    if kind == "file" and p.is_file() and p.stat().st_size > 0 and not written_by_eagle_audit(p):
+        raise OutputRefused(f"{label} {path}: the file exists and eagle-audit did not write it (a file it writes is a "
+                            "result, convention or launch JSON with an eagle-audit/ schema, or a report it signed); it "
+                            "is never overwritten", hint="choose another path, or remove the file first")
     if kind == "new_dir" and p.is_dir() and any(p.iterdir()) and not written_here(p):
         raise OutputRefused(f"{label} {path}: the directory exists and holds files eagle-audit did not write (a directory "
                             f"it wrote holds a {OUTPUT_MARKER} file listing every file in it); it is never overwritten",
                             hint="choose a new or empty directory")
     return p
+
+
+#: what marks a file eagle-audit wrote, by where it is looked for: the start of a JSON output (its ``schema``; every
+#: result, convention and launch JSON begins with it), an HTML report's generator tag, a Markdown report's last line
+_OURS_AT_START = (re.compile(rb'\A\s*\{\s*"schema"\s*:\s*"eagle-audit/'),
+                  re.compile(rb'<meta name="generator" content="eagle-audit[ "]'))
+_OURS_AT_END = re.compile(rb"<sub>eagle-audit [^<\n]*</sub>\s*\Z")
+
+
+def written_by_eagle_audit(path: str | os.PathLike) -> bool:
+    """Whether the file at ``path`` is one eagle-audit writes (rule 5 of the module docstring): a JSON output
+    whose ``schema`` (its first key) starts ``eagle-audit/``, an HTML report with eagle-audit's generator tag, or
+    a Markdown report ending with eagle-audit's signature. Read from the file's first and last 4 KiB."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 4096))
+            tail = f.read(4096)
+    except OSError:
+        return False
+    return any(r.search(head) for r in _OURS_AT_START) or bool(_OURS_AT_END.search(tail))
 
 
 def written_here(directory: Path) -> bool:

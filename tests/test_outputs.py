@@ -119,3 +119,42 @@ def test_an_output_in_a_folder_nothing_can_be_created_in_is_refused(tmp_path):
     outputs.write_text(tmp_path / "new" / "sub" / "r.json", "{}")
     assert (tmp_path / "new" / "sub" / "r.json").read_text() == "{}"
     assert [p.name for p in tmp_path.iterdir()] == ["new"]  # the probe file is gone
+
+
+def test_a_file_eagle_audit_did_not_write_is_never_replaced(tmp_path):
+    """issue 42 item 7: --json FILE and report --md FILE overwrote a file the tool did not write."""
+    foreign = tmp_path / "notes.json"
+    foreign.write_text('{"my": "notes"}\n')
+    with pytest.raises(OutputRefused, match="eagle-audit did not write it"):
+        outputs.check_output(foreign, [], "--json")
+    md = tmp_path / "notes.md"
+    md.write_text("# my notes\n")
+    with pytest.raises(OutputRefused, match="never overwritten"):
+        outputs.check_output(md, [], "--md")
+    empty = tmp_path / "empty.json"
+    empty.write_text("")
+    ours = {"result.json": '{\n  "schema": "eagle-audit/layers/1",\n  "verdict": "match"\n}\n',
+            "report.md": "### eagle-audit\n\n<sub>eagle-audit 0.1.0</sub>\n",
+            "report.html": '<!doctype html><html><head><meta name="generator" content="eagle-audit 0.1.0"></head></html>'}
+    for name, text in ours.items():
+        (tmp_path / name).write_text(text)
+        assert outputs.check_output(tmp_path / name, [], "--out") == outputs.real(tmp_path / name)
+    assert outputs.check_output(empty, [], "--json") == outputs.real(empty)
+
+
+def test_the_cli_refuses_a_foreign_file_and_replaces_its_own(tmp_path, tiny_targets, make_draft, cli, digest):
+    foreign = tmp_path / "out.json"
+    foreign.write_text("keep me\n")
+    t, d = tiny_targets["llama"], make_draft(nested_ids=[1, 3, 4])
+    res = cli("-t", t, "-d", d, "--static", "--json", foreign)
+    assert res.exit_code == 2 and "eagle-audit did not write it" in res.stderr and foreign.read_text() == "keep me\n"
+    mine = tmp_path / "mine.json"
+    for _ in range(2):  # written, then replaced: it is eagle-audit's
+        assert cli("-t", t, "-d", d, "--static", "--json", mine).exit_code == 0
+    md = tmp_path / "comment.md"
+    md.write_text("my PR text\n")
+    res = cli(mine, "--md", md, command="report")
+    assert res.exit_code == 2 and md.read_text() == "my PR text\n"
+    md.unlink()
+    for _ in range(2):
+        assert cli(mine, "--md", md, command="report").exit_code == 0

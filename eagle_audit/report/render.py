@@ -12,6 +12,7 @@ from typing import Any, Mapping
 import jinja2
 from markupsafe import Markup
 
+from .paths import local_paths
 from .view import build_view
 
 
@@ -48,8 +49,9 @@ def script_hash(script: str) -> str:
 
 
 def render_markdown(data: Mapping[str, Any]) -> str:
-    """GitHub-flavoured Markdown, compact enough for a pull-request comment."""
-    text = _env("md").get_template("report.md.j2").render(v=build_view(data))
+    """GitHub-flavoured Markdown, compact enough for a pull-request comment. Paths are shown relative to the
+    working directory, never the user's home, environment or caches (:func:`.paths.local_paths`)."""
+    text = _env("md").get_template("report.md.j2").render(v=build_view(local_paths(data)))
     return re.sub(r"\n{3,}", "\n\n", text).lstrip("\n")
 
 

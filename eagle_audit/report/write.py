@@ -57,8 +57,9 @@ def write_reports(result_json: Mapping[str, Any], out_dir: str | Path, inputs: A
     texts = [json.dumps(result_json, indent=2, default=str) + "\n", html, md]
     keep = {outputs.real(i) for _, i in inputs}
     outputs.check_output(out, inputs, "report directory", kind="dir")
-    for p in paths[1:]:
-        outputs.check_output(p, inputs, "report file")
+    for p in paths:
+        if outputs.real(p) not in keep:  # the result being rendered again is kept as it is, never checked as an output
+            outputs.check_output(p, inputs, "report file")
     try:
         out.mkdir(parents=True, exist_ok=True)
         for p, text in zip(paths, texts):

