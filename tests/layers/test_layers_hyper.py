@@ -1,0 +1,58 @@
+"""The audit of EAGLE-3 drafts for a hyper-connection target end to end, on a tiny random DeepSeek-V4 (8 layers,
+4 streams): what vLLM 0.33.0 / 0.34.0 feeds (the mean over the streams, ids 1..N: probes/vllm.json
+``deepseek_v4_mhc``), SGLang 0.5.23's refusal, a slot trained on one stream and served the mean
+(STREAM_MISMATCH), and every command (layers, accept-rate, fingerprint, check) running on it."""
+
+import pytest
+
+from eagle_audit.states import State
+from tests.hyper import save_tiny_v4
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+@pytest.fixture(scope="module")
+def v4(tmp_path_factory, make_tokenizer):
+    return save_tiny_v4(tmp_path_factory.mktemp("v4") / "v4", layers=8, streams=4, tokenizer=make_tokenizer())
+
+
+def _codes(res):
+    return {(f.code, f.slot) for f in res.findings}
+
+
+def test_vllm_feeds_the_means_of_its_default_ids(audit, make_draft, v4):
+    res = audit(v4, make_draft(nested_ids=[1, 3, 4]), engine="vllm", trained_boundaries="2,4,5")
+    assert res.served.states == (State(2), State(4), State(5))  # [2, N//2, N-3], each the mean of 4 streams
+    assert not [f for f in res.findings if f.severity == "error"]
+    assert all(s.cosine == pytest.approx(1.0) for s in res.slots)
+
+
+def test_one_stream_trained_the_mean_served_is_a_finding_of_its_own(audit, make_draft, v4):
+    res = audit(v4, make_draft(nested_ids=[1, 3, 4]), engine="vllm", trained_boundaries="2.s0,4,5.mix")
+    assert res.trained.states == (State(2, stream="s0"), State(4), State(5, stream="mix"))
+    assert {("STREAM_MISMATCH", 0), ("STREAM_MISMATCH", 2)} <= _codes(res)
+    assert not any(c == "LAYER_OFFSET" for c, _ in _codes(res))
+    text = next(f for f in res.findings if f.code == "STREAM_MISMATCH").what
+    assert "B2.s0 (stream 0 of the output of layer 1)" in text and "mean of the 4 hyper-connection streams" in text
+
+
+def test_vllm_never_captures_id_0(audit, make_draft, v4):
+    res = audit(v4, make_draft(top_level_ids=[0, 3, 8]), engine="vllm", trained_boundaries="0,3,8")
+    assert ("UNREACHABLE_LAYER", 0) in _codes(res)
+
+
+def test_sglang_has_no_eagle3_capture_for_deepseek_v4(audit, make_draft, v4):
+    res = audit(v4, make_draft(nested_ids=[1, 3, 4]), engine="sglang", trained_boundaries="2,4,5")
+    assert any(c == "ENGINE_UNSUPPORTED" for c, _ in _codes(res))
+
+
+@pytest.mark.parametrize("command", ["layers"] + [pytest.param(c, marks=pytest.mark.full)
+                                                  for c in ("accept-rate", "fingerprint", "check")])
+def test_every_command_runs_on_a_hyper_connection_target(cli, make_draft, v4, command):
+    """No internal error on any command (exit 3); the random draft's verdicts are what they are."""
+    draft = make_draft(nested_ids=[1, 3, 4])
+    extra = ("--trained-boundaries", "2.s0,4,5") if command in ("layers", "accept-rate") else ()
+    r = cli("-t", v4, "-d", draft, "-e", "vllm", "--max-prompts", "1", *extra, command=command)
+    assert r.exit_code in (0, 1), r.output
+    if command == "layers":
+        assert "STREAM_MISMATCH" in r.output
