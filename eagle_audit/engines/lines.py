@@ -62,7 +62,7 @@ def launch_lines(target: str, draft: str, engines: Sequence[str] = LINE_ENGINES,
     from .registry import for_variant, line_variants
 
     known = line_variants()
-    unknown = [e for e in engines if e not in known]
+    unknown = [e for e in engines if e.partition("@")[0].lower() not in known]  # NAME@RELEASE: that release's rules
     if unknown or not engines:
         raise BadOption(f"{param('engines')} {shown(list(engines))}: launch lines exist for {', '.join(known)}")
     notes = []
@@ -76,12 +76,17 @@ def launch_lines(target: str, draft: str, engines: Sequence[str] = LINE_ENGINES,
     shape = TargetShape(served_as, info.architecture, info.num_layers, info.hidden_size)
     draft_path = os.path.abspath(draft)
     out = []
-    for name in engines:
-        conv = get_convention(name, "engine")
+    for given in engines:
+        name = given.partition("@")[0].lower()
+        conv = get_convention(given, "engine")
         eng = for_variant(name)
         lines = (eng.speculative(served_as, draft_path, num_steps, name), _serving(eng, spec, shape, storage, conv),
                  eng.reference(shape, None, storage, conv))
-        out.append(EngineLines(name, f"{conv.title} {conv.version}", *lines))
+        builtin = get_convention(name, "engine")
+        if conv.version != builtin.version:  # the captures follow the release's rules; the flags are the built-in's
+            notes.append(f"{conv.label()}: the captures follow its rules; the flags are {builtin.title} "
+                         f"{builtin.version}'s (read in its wheel), which an older release may spell otherwise")
+        out.append(EngineLines(name, conv.label(), *lines))
     return LaunchLines(served_as, draft_path, storage, tuple(out), tuple(notes))
 
 

@@ -78,3 +78,13 @@ def test_a_given_release_wins_and_another_engine_is_not_used(sglang_url):
     conv = engine_convention("vllm", False, notes, server=Server(sglang_url))
     assert conv.name == "vllm" and conv.release_how == "newest built in"
     assert any("runs sglang 0.5.23, not vllm" in n for n in notes)
+
+
+def test_launch_lines_name_the_release(tiny_targets, make_draft):
+    from eagle_audit.engines.lines import launch_lines
+
+    r = launch_lines(str(tiny_targets["llama"]), str(make_draft(nested_ids=[1, 3, 5])), ("SGLang@0.5.6", "vllm"))
+    assert [e.title for e in r.engines] == ["SGLang 0.5.6 (given)",
+                                            "vLLM 0.33.0 (V2 model runner, default; newest built in)"]
+    assert [e.engine for e in r.engines] == ["sglang", "vllm"]
+    assert any("the flags are SGLang 0.5.23's" in n for n in r.notes)
