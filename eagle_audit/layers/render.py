@@ -37,7 +37,7 @@ def verdict_lines(result, own: str, counts: str) -> list[str]:
     how = (rules.get("release") or {}).get("how") or ""
     if how == "assumed":
         lines = [f"[bold {color(result.verdict)}]verdict: {result.verdict}[/] (no engine named: each engine at its "
-                 "newest built-in release; the worst sets the exit status)",
+                 "newest release; the worst counts)",
                  f"  {label}: [{color(own)}]{own}[/], {counts} (above)"]
         for e in result.engines:
             lines.append(f"  {e.label}: [{color(e.verdict)}]{e.verdict}[/]" + _codes(e)

@@ -30,7 +30,7 @@ def test_cli_verdict_lines_name_the_release_and_how(tiny_targets, make_draft, cl
     t = tiny_targets["llama"]
     out = cli("-t", t, "-d", draft, "--trainer", "specforge", "--static")
     assert out.exit_code == 1, out.stdout
-    assert "verdict: mismatch (no engine named: each engine at its newest built-in release" in flat(out)
+    assert "verdict: mismatch (no engine named: each engine at its newest release; the worst counts)" in flat(out)
     assert "SGLang 0.5.23 (assumed): match" in flat(out)
     assert "vLLM 0.33.0 (V2 model runner, default; assumed): mismatch: IDS_NOT_READ" in flat(out)
     out = cli("-t", t, "-d", draft, "--trainer", "specforge", "--static", "--engine", "SGLang@0.5.6")
