@@ -80,7 +80,8 @@ def train_canary(
         if any(s.normed for s in states):
             raise AuditError("--boundaries: a canary trains on residual boundaries only (no post-norm state)")
         ids = encode(load_prompts(prompts, max_prompts), tgt.tokenizer)
-        opts = CanaryOptions(boundaries=tuple(s.boundary for s in states), ttt_steps=ttt_steps, epochs=epochs, lr=lr,
+        opts = CanaryOptions(boundaries=tuple(s.boundary for s in states), views=tuple(s.stream for s in states),
+                             ttt_steps=ttt_steps, epochs=epochs, lr=lr,
                              draft_vocab=draft_vocab, max_new_tokens=max_new_tokens, seed=seed, device=device,
                              dtype=dtype)
         result = train(tgt, ids, opts, out_dir, log=lambda m: err.print(f"[dim]{m}[/]"))
