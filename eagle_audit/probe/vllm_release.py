@@ -131,7 +131,8 @@ def v1_refusals(src: SourceTree) -> tuple[list[dict], str]:
         return [], f"{VLLM_CONFIG}:{e.lineno}: cannot be parsed"
     fn = next((n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == V1_UNSUPPORTED), None)
     if fn is None:
-        return [], f"{VLLM_CONFIG}: no {V1_UNSUPPORTED} (this release's V1 runner refuses no draft kind by name)"
+        return [], (f"not read: {VLLM_CONFIG} has no {V1_UNSUPPORTED}, so what this release's V1 runner does with "
+                    "a draft kind its V2 runner alone serves is not read")
     out = []
     for node in ast.walk(fn):
         if not (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1
