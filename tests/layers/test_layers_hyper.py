@@ -56,3 +56,23 @@ def test_every_command_runs_on_a_hyper_connection_target(cli, make_draft, v4, co
     assert r.exit_code in (0, 1), r.output
     if command == "layers":
         assert "STREAM_MISMATCH" in r.output
+
+
+@pytest.mark.full
+def test_a_canary_trained_on_one_stream_is_served_the_mean(cli, v4, tmp_path):
+    """A tiny canary trained on stream 0 of B2, B4, B5 (seconds): its record names the views, and vLLM's default
+    ids serve their means: STREAM_MISMATCH on every slot, and accept-rate simulates both wirings."""
+    import json
+
+    out = tmp_path / "canary"
+    r = cli("-t", v4, "--boundaries", "2.s0,4.s0,5.s0", "--out", out, "--max-prompts", "4", "--max-new-tokens", "16",
+            "--epochs", "2", "--draft-vocab", "64", "--threads", "1", command="train-canary")
+    assert r.exit_code == 0, r.output
+    record = json.loads((out / "config.json").read_text())["eagle_audit_canary"]
+    assert record["trained_states"] == ["B2.s0", "B4.s0", "B5.s0"]
+    r = cli("-t", v4, "-d", out, "-e", "vllm", "--max-prompts", "1", "--json", "-")
+    assert r.exit_code == 1
+    found = json.loads(r.stdout)["findings"]
+    assert sorted(f["slot"] for f in found if f["code"] == "STREAM_MISMATCH") == [0, 1, 2]
+    r = cli("-t", v4, "-d", out, "-e", "vllm", "--max-prompts", "1", command="accept-rate")
+    assert r.exit_code in (0, 1) and "B2.s0, B4.s0, B5.s0" in r.output, r.output
