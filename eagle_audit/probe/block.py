@@ -257,7 +257,8 @@ def probe_block(kind: str, source: str | os.PathLike | None = None) -> ProbeResu
              f"{DEFAULT_IDS}, handed to the setter like explicit ids.",
              (f"Muse: a draft with architecture {', '.join(muse[0])} on a muse_glimmer target gets +1 more "
               f"({muse[1].short()}, {muse_target.short()})." if muse else
-              f"Muse: sglang {version} has no _MUSE_LAYER_OUTPUT_DRAFT_ARCHITECTURES: no extra shift for any draft."),
+              "Muse: no _MUSE_LAYER_OUTPUT_DRAFT_ARCHITECTURES in this release (SGLang has it from 0.5.19): no extra "
+              "shift for any draft."),
              "The DFlash reader's range check covers the DFlash places only; nothing checks the ids against the "
              "draft's own num_target_layers (a warning only)."]
     if kind == "dspark":
