@@ -218,9 +218,13 @@ def read_weight_policy(src: SourceTree, runner: str, weight: str) -> WeightPolic
         except SyntaxError:
             continue
         for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            # a local bound to the target's module (``draft_head = target_lm_head``) counts as the target's
+            targets = {t.id for n in ast.walk(fn) if isinstance(n, ast.Assign) and "target" in ast.unparse(n.value)
+                       for t in n.targets if isinstance(t, ast.Name)}
             for st, above in _paths(fn.body):
                 if not (isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Attribute)
-                        and st.targets[0].attr == weight and "target" in ast.unparse(st.value)):
+                        and st.targets[0].attr == weight and ("target" in ast.unparse(st.value) or (
+                            isinstance(st.value, ast.Name) and st.value.id in targets))):
                     continue
                 if any(_method_test(t) is not taken for t, taken in above if _method_test(t) is not None):
                     found.append((Site(path, st.lineno), "own"))  # not on an eagle3 draft's path
