@@ -184,3 +184,26 @@ def test_readme_is_short_and_tells_what_a_newcomer_needs():
     measured = json.loads((ROOT / "bench" / "results" / "train_canary_cli.json").read_text())
     minutes = re.search(r"about (\d+) minutes? on 2 CPU cores", commands[commands.index("eagle-audit train-canary"):])
     assert minutes and int(minutes.group(1)) == round(measured["cpu_s"] / 60), (minutes, measured["cpu_s"])
+
+
+def test_layers_example_prints_the_legend_and_notes_as_the_code_does():
+    """docs/layers.md's example output in step with the renderer (issue 43): the legend under the slot table as it
+    wraps at 80 columns, and each note's one-line form (eagle_audit.terminal.note_line)."""
+    import io
+
+    from rich.console import Console
+
+    from eagle_audit.layers.render import LEGEND
+    from eagle_audit.terminal import note_line
+
+    example = (DOCS / "layers.md").read_text().split("## Example", 1)[1].split("```", 2)[1]
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None).print(LEGEND.replace("{N}", "30"), highlight=False)
+    for line in buf.getvalue().splitlines():
+        assert line.rstrip() in example, line
+    said = {"note: " + note_line(n, 80).replace("`trainer`", "--trainer").replace("`trainer='fingerprint'`",
+                                                                                 "--trainer fingerprint")
+            for n in ("the speculators layout is also what a conversion writes: ...",
+                      "suggestion: the trainer was not given, so ...")}
+    assert said <= set(example.splitlines()), said
+    assert "/work/" not in example and "/home/" not in example  # no machine path in a published output

@@ -123,12 +123,13 @@ def render_brief(result: CheckResult, console: Console) -> None:
         r = layers.result
         t, d = r.target, r.draft
         draft = str(d["path"])
-        console.print(f"[bold]target[/] {escape(Path(str(t['name'])).name)} ({t['architecture']}, N={t['num_layers']})"
-                      f"   [bold]draft[/] {escape(Path(draft).name)} ({d['layout']} layout)", highlight=False)
         from ..layers.render import engine_label
 
-        console.print(f"[bold]trained[/] {r.trained.convention}{' (assumed)' if r.suggestions else ''}   "
-                      f"[bold]served[/] {escape(engine_label(r))}", highlight=False)
+        console.print(f"[bold]target[/] {escape(Path(str(t['name'])).name)} ({t['architecture']}, N={t['num_layers']})",
+                      highlight=False)
+        console.print(f"[bold]draft[/]  {escape(Path(draft).name)} ({d['layout']} layout), trained by "
+                      f"{r.trained.convention}{' (assumed)' if r.suggestions else ''}, served by "
+                      f"{escape(engine_label(r))}", highlight=False)
     console.print(_stages_line(result), highlight=False)
     if layers is not None and layers.result.slots:
         r = layers.result

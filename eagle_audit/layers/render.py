@@ -19,10 +19,9 @@ _VERDICT_STYLE = {"ok": "green", "missing": "red", "extra": "red"}
 def engine_label(result) -> str:
     """'SGLang 0.5.6 (given)': the engine release the result's served side speaks for, and how it was chosen
     (from its provenance's engine rules)."""
-    rules = result.provenance.get("engine_rules") or {}
-    how = (rules.get("release") or {}).get("how") or ""
-    return release_label(rules.get("title") or result.served.convention, rules.get("version") or result.served.version,
-                         how)
+    from ..provenance import engine_label as label
+
+    return label(result.provenance) or release_label(result.served.convention, result.served.version)
 
 
 def verdict_lines(result, own: str, counts: str) -> list[str]:
@@ -84,17 +83,20 @@ def _key(v: str):
 
 
 def render_findings_and_fix(findings, fix, console: Console, brief: bool = False, label: str | None = None,
-                            verbose: bool = True, fixes: list | None = None, write_hint: bool = True) -> None:
+                            verbose: bool = True, fixes: list | None = None, write_hint: bool = True,
+                            folder: str | None = None) -> None:
     """The findings, one per line with why and fix, then the fix panel (shared by layers and fingerprint);
     ``brief``: without the why; not ``verbose``: without the why and the engine source references. The patch is
     printed whole under the panel (a line to copy: never wrapped). ``fixes``: the fixes already printed (``check
-    -v``): the same one again is one line."""
+    -v``): the same one again is one line. ``folder``: the draft's parent folder, left out of paths in the summary
+    (the draft by name, as the summary names it)."""
     from ..terminal import print_copyable, strip_sources
 
     for f in findings:
         color = "red" if f.severity == "error" else "yellow"
         where = f" slot {f.slot}" if f.slot is not None else ""
-        console.print(f"[{color}]{f.code}[/]{where}: {f.what if verbose else strip_sources(f.what)}", highlight=False)
+        what = f.what if verbose else strip_sources(f.what.replace(folder, "") if folder else f.what)
+        console.print(f"[{color}]{f.code}[/]{where}: {what}", highlight=False)
         if not brief and verbose:
             console.print(f"   why: {f.why}", highlight=False, style="dim")
         if f.fix != "see the fix below":
@@ -155,6 +157,7 @@ def render_layers(result: LayersResult, console: Console, verbose: bool = False,
     console.print(LEGEND.replace("{N}", str(n)), style="dim", highlight=False)
     label = engine_label(result)
     render_findings_and_fix(result.findings, result.fix, console, verbose=verbose, fixes=fixes,
+                            folder=str(Path(str(d["path"])).parent).rstrip("/") + "/",
                             label=label if result.fix is not None and result.fix.engine == sv.convention else None)
     # result.suggestions also travel in provenance notes ("suggestion: ..."), printed once below and in reports
     notes = [n for n in result.provenance.get("notes") or () if seen is None or n not in seen]

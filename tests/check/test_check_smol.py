@@ -81,3 +81,24 @@ def test_a_config_that_claims_the_served_wiring_is_caught_by_the_fingerprint(smo
     assert measured[:2] == (State(0), State(3)) and all(sl.admits(m) for sl, m in zip(fp.slots, measured))
     assert v.fix.resolved == measured
     assert v.cost["loss"] > 0.1, v.cost
+
+
+def test_the_demo_check_in_one_screen_as_docs_say_and_its_cost_is_accept_rates(cli, smollm2_path, tmp_path):
+    """Issue 43: `check` on the demo at 80 columns answers in at most 60 lines; docs/check.md's reuse counts are
+    the ones `check -v` prints; the check's cost is `accept-rate`'s default figure (same prompts, same settings)."""
+    import re
+    from pathlib import Path
+
+    res = cli("--json", tmp_path / "c.json", command="check")
+    assert res.exit_code == 1, res.output
+    assert len(res.stdout.splitlines()) <= 60, res.stdout
+    assert "--write-fixed-config" in res.stdout and re.search(r"^how sure (high|medium|low): ", res.stdout, re.M)
+    data = json.loads((tmp_path / "c.json").read_text())
+    c = data["source"]["counts"]
+    docs = " ".join((Path(__file__).resolve().parents[2] / "docs" / "check.md").read_text().split())
+    assert (f"1 load, {c['forwards']} teacher-forced forwards ({c['memo_hits']} reused), {c['generations']} prompts "
+            f"continued ({c['generation_hits']} reused)") in docs
+    acc = cli("--json", tmp_path / "a.json", command="accept-rate")
+    al = json.loads((tmp_path / "a.json").read_text())["accept_length"]
+    assert (al["trained"], al["served"]) == (data["verdict"]["cost"]["trained"], data["verdict"]["cost"]["served"])
+    assert acc.exit_code == 1
