@@ -72,6 +72,7 @@ def check_view(doc: Mapping[str, Any]) -> CheckView:
     source = (f"{spec.get('origin')}: {counts.get('loads')} load, {counts.get('forwards')} teacher-forced forwards "
               f"({counts.get('memo_hits')} reused), {counts.get('generations')} prompts continued "
               f"({counts.get('generation_hits')} reused)") if src else None
-    sure = f"{v.get('sure')}: {v.get('evidence')}" if v.get("sure") else None
+    sure = (f"{v.get('grade')}: {v.get('grade_why')}" if v.get("grade") else  # the grade that follows the evidence
+            f"{v.get('sure')}: {v.get('evidence')}" if v.get("sure") else None)
     return CheckView(str(v.get("status") or "?"), str(v.get("summary") or ""), problems, sure, cost_line, fix_line,
                      [str(g) for g in v.get("gate") or []], stages, source)
