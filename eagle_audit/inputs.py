@@ -81,12 +81,15 @@ def check_tokenizer(opts: AuditInputs) -> None:
     folder, the files looked for and the ways out (token ids given: nothing to encode, nothing checked). A GGUF
     file or a hub id carries or resolves its own."""
     from .errors import BadCheckpoint
-    from .target import TOKENIZER_FILES
+    from .target import TOKENIZER_FILES, has_weights, target_info
 
     if getattr(opts, "prompt_ids", None) is not None:
         return
     d = Path(os.path.expanduser(os.fspath(opts.target)))
-    if d.is_dir() and (d / "config.json").is_file() and not any((d / f).is_file() for f in TOKENIZER_FILES):
+    if not (d.is_dir() and (d / "config.json").is_file() and has_weights(str(d))):
+        return  # a file, a hub id, or no weights: the load says what is missing
+    if not any((d / f).is_file() for f in TOKENIZER_FILES):
+        target_info(str(d))  # a config that is no target's (a draft, no layers) is said first, as the load says it
         raise BadCheckpoint(f"{d}: the target has no tokenizer (none of {', '.join(TOKENIZER_FILES)}), so the "
                             "prompts cannot be encoded; checked before its weights load",
                             hint="copy the model's tokenizer files into it, or give token ids (Python: prompt_ids=...)")

@@ -11,7 +11,9 @@ from eagle_audit.inputs import AuditInputs, check_tokenizer
 
 
 def test_a_target_without_tokenizer_is_named_before_its_weights_load(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64, "num_hidden_layers": 4,
+        "num_attention_heads": 4, "num_key_value_heads": 4, "intermediate_size": 128, "vocab_size": 1000}))
     (tmp_path / "model.safetensors").write_bytes(b"not read")  # never opened: the check comes first
     with pytest.raises(AuditError) as e:
         check_tokenizer(AuditInputs(target=str(tmp_path), draft="d"))

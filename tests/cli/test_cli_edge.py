@@ -239,7 +239,9 @@ def test_the_fingerprint_suggestion_names_the_flag(cli, config_only_target, make
     res = cli(*args)
     assert res.exit_code == 0, res.output
     text = " ".join(res.stdout.split())
-    assert "measure it on the draft's weights: --trainer fingerprint (or eagle-audit fingerprint)" in text, text
+    assert "suggestion: measure the trained wiring: --trainer fingerprint" in text, text  # the note's one line
+    full = " ".join(cli(*args, "-v").stdout.split())
+    assert "measure it on the draft's weights: --trainer fingerprint (or eagle-audit fingerprint)" in full, full
     assert "trainer=" not in text and "trainer '" not in text
     data = json.loads(cli(*args, "--json", "-").stdout)
     assert data["suggestions"] and all("--trainer fingerprint" in s and "trainer=" not in s for s in data["suggestions"])
