@@ -212,7 +212,7 @@ class AuditArgs:
             from ..report import write_reports
 
             for path in write_reports(flagged(result.to_json()), self.report, inputs=self.inputs()):
-                err.print(f"wrote {path}")
+                err.print(f"wrote {path}", highlight=False, soft_wrap=True)
             wrote(self.report)
 
 

@@ -59,7 +59,7 @@ def report(
             write_output(text, dest, "the report", announce=True)
         if out_dir is not None:
             for path in write_reports(docs[0] if len(docs) == 1 else data, out_dir, inputs=[("result", p) for p in results]):  # one file: kept as it was
-                err.print(f"wrote {path}", highlight=False)
+                err.print(f"wrote {path}", highlight=False, soft_wrap=True)
             wrote(out_dir)
 
 

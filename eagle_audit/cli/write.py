@@ -25,7 +25,7 @@ def write_output(text: str, dest: str, what: str, announce: bool = False) -> Non
         raise AuditError(f"{dest}: cannot write {what} ({e.strerror or e})") from None
     wrote(dest)
     if announce:
-        err.print(f"wrote {dest}", highlight=False)
+        err.print(f"wrote {dest}", highlight=False, soft_wrap=True)
 
 
 def write_json(data: dict, dest: str) -> None:

@@ -103,7 +103,7 @@ def _brief(result: FingerprintResult, console: Console) -> None:
                       highlight=False)
     render_findings_and_fix(result.findings, result.fix, console, brief=True, verbose=False, write_hint=False)
     color = "green" if result.verdict == "match" else "red"
-    console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s); the evidence: "
+    console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s){_on(result)}; the evidence: "
                   f"{param('verbose')}, {param('json_out')}, {param('report')})", highlight=False)
 
 
@@ -124,9 +124,9 @@ def render_fingerprint(result: FingerprintResult, console: Console, verbose: boo
     t, d = result.target, result.draft
     e = lambda v: escape(str(v))  # noqa: E731 - every value is text, never markup (a "[...]" is eaten otherwise)
     console.print(f"[bold]target[/] {e(t['name'])}  ({e(t['architecture'])}, N={e(t['num_layers'])}, "
-                  f"hidden {e(t['hidden_size'])})", highlight=False)
+                  f"hidden {e(t['hidden_size'])})", highlight=False, soft_wrap=True)  # a path: never wrapped
     console.print(f"[bold]draft[/]  {e(d['path'])}  ({e(d['layout'])} layout, fc {e(d['fc_in'])}->{e(d['fc_out'])})",
-                  highlight=False)
+                  highlight=False, soft_wrap=True)
     line = (f"[bold]scored[/] {result.scored_tokens} tokens ({result.coverage:.0%} of positions have their target "
             f"token in the draft vocabulary)")
     if result.top1 is not None:
@@ -170,4 +170,12 @@ def render_fingerprint(result: FingerprintResult, console: Console, verbose: boo
             console.print(f"  the fix gains {e(conf.fix_gain.text())} over what the engine feeds", highlight=False)
     render_findings_and_fix(result.findings, result.fix, console, fixes=fixes, write_hint=False)
     color = "green" if result.verdict == "match" else "red"
-    console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s))")
+    console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s){_on(result)})")
+
+
+def _on(result) -> str:
+    """', on SGLang 0.5.6 (given)': the engine release the verdict speaks for (empty where none is recorded)."""
+    from ..provenance import engine_label
+
+    label = engine_label(getattr(result, "provenance", None) or {})
+    return f", on {label}" if label else ""
