@@ -113,8 +113,8 @@ def held_out(result: FingerprintResult) -> str:
     p, conf = result.provenance, result.confirmation
     src = p.get("prompts") or "built-in chat set"
     src = f"the {src}" if src == "built-in chat set" else src.rsplit("/", 1)[-1]
-    return (f"{conf.prompts} held-out prompts of {src} (after the {p.get('num_prompts', '?')} read; accept-rate "
-            "measures on those)")
+    return (f"{conf.prompts} held-out prompts of {src} (after the {p.get('num_prompts', '?')} the search read; "
+            "accept-rate's cost is on the first of those)")
 
 
 def render_fingerprint(result: FingerprintResult, console: Console, verbose: bool = False, seen: set | None = None,
