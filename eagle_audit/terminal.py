@@ -95,7 +95,7 @@ SHORT_NOTES = (
     (re.compile(r"suggestion: the trainer was not given"),
      "suggestion: measure the trained wiring: `trainer='fingerprint'`"),
     (re.compile(r"draft semantics differ"),
-     "draft semantics differ: the served accept length includes this difference, not the wiring alone"),
+     "draft semantics differ: it counts in the served figure (-v: how)"),
 )
 
 
