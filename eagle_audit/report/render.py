@@ -27,6 +27,9 @@ def _env(kind: str) -> jinja2.Environment:
     env.filters["md_code_cell"] = lambda t: md_code(t).replace("|", "\\|")
     env.filters["md_fence"] = md_fence
     env.filters["px"] = lambda v: f"{v:.1f}".rstrip("0").rstrip(".")  # SVG coordinates, compact
+    from ..terminal import strip_sources
+
+    env.filters["nosrc"] = strip_sources  # engine file:line: the JSON and the HTML keep them, Markdown leaves them out
     return env
 
 

@@ -9,6 +9,7 @@ import re
 from eagle_audit.report import merge, render_markdown
 from eagle_audit.report.paths import roots, show_paths
 from eagle_audit.report.render import md_text
+from eagle_audit.terminal import strip_sources
 
 
 def _json_block(md: str) -> dict:
@@ -24,7 +25,8 @@ def test_demo_markdown(demo_result):
     assert "errors, 0 warnings · served by SGLang" in md
     table = roots()
     for f in demo_result["findings"]:  # paths shown relative, as inline Markdown
-        assert f"**`{f['code']}`**" in md and md_text(show_paths(f["what"], table)) in md
+        assert f"**`{f['code']}`**" in md and md_text(strip_sources(show_paths(f["what"], table))) in md
+    assert not re.search(r"\.py:\d", md.split("<details>", 1)[0])  # engine file:line: JSON and HTML only (issue 43)
     assert _json_block(md) == demo_result["fix"]["patch"]
     assert "#### Fix for SGLang 0.5.23" in md
     assert "| slot | trained | served | cosine | nearest servable | verdict |" in md
