@@ -133,17 +133,20 @@ def render_brief(result: CheckResult, console: Console) -> None:
     console.print(_stages_line(result), highlight=False)
     if layers is not None and layers.result.slots:
         r = layers.result
+        measured = any(sl.cosine is not None for sl in r.slots)  # the static stage alone measures no cosine
         table = Table()
-        for col in ("slot", "trained", "served", "cosine", "verdict"):
+        for col in ("slot", "trained", "served", "cosine", "verdict") if measured else ("slot", "trained", "served",
+                                                                                        "verdict"):
             table.add_column(col, justify="right" if col in ("slot", "cosine") else "left")
         for sl in r.slots:
-            table.add_row(str(sl.index), sl.trained.label() if sl.trained else "-",
-                          sl.served.label() if sl.served else "-",
-                          f"{sl.cosine:.3f}" if sl.cosine is not None else "-",
-                          f"[{'green' if sl.verdict == 'ok' else 'red'}]{sl.verdict}[/]")
+            cells = [str(sl.index), sl.trained.label() if sl.trained else "-", sl.served.label() if sl.served else "-"]
+            if measured:
+                cells.append(f"{sl.cosine:.3f}" if sl.cosine is not None else "-")
+            table.add_row(*cells, f"[{'green' if sl.verdict == 'ok' else 'red'}]{sl.verdict}[/]")
         print_table(console, table)
         console.print(f"[dim]Bk: the state entering layer k (B0 the embedding, B{r.target['num_layers']} the last "
-                      "layer's output); cosine: trained vs served state, token mean[/]", highlight=False)
+                      "layer's output)" + ("; cosine: trained vs served state, token mean" if measured else "")
+                      + "[/]", highlight=False)
     if v.problems:
         console.print("[bold]what is wrong[/]", highlight=False)
         for p in v.problems:
