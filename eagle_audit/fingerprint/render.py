@@ -90,7 +90,8 @@ def _brief(result: FingerprintResult, console: Console) -> None:
     conf = result.confirmation
     if conf is not None:
         acc = ", ".join(f"{k} {w.accept_length:.2f}" for k, w in conf.wirings.items() if w.accept_length is not None)
-        console.print(f"[bold]accept length[/] on {e(held_out(result))} ({conf.steps} draft tokens): {e(acc)}"
+        console.print(f"[bold]accept length[/] on {e(held_out(result, brief=True))} ({conf.steps} draft tokens): "
+                      f"{e(acc)}"
                       + (f"; the fix gains {e(conf.fix_gain.text().split(' (')[0])}" if conf.fix_gain else ""),
                       highlight=False)
     undecided = [s for s in result.slots if s.undetermined and s.lines != "disagree"]
@@ -101,20 +102,24 @@ def _brief(result: FingerprintResult, console: Console) -> None:
                          f"({param('prompts')}, {param('max_prompts')})" if want
                          else f"text like the draft's training data ({param('prompts')})") + "[/]",
                       highlight=False)
-    render_findings_and_fix(result.findings, result.fix, console, brief=True, verbose=False, write_hint=False)
+    render_findings_and_fix(result.findings, result.fix, console, brief=True, verbose=False, write_hint=False,
+                            folder=str(Path(str(d["path"])).parent).rstrip("/") + "/")
     color = "green" if result.verdict == "match" else "red"
     console.print(f"[bold {color}]verdict: {result.verdict}[/] ({len(result.errors)} error(s){_on(result)}; the evidence: "
                   f"{param('verbose')}, {param('json_out')}, {param('report')})", highlight=False)
 
 
-def held_out(result: FingerprintResult) -> str:
-    """Which prompts the confirmation measured its accept lengths on, in words: other text than the search's (and
-    than accept-rate's, which reads the first ``num_prompts``), so its figures differ from accept-rate's."""
+def held_out(result: FingerprintResult, brief: bool = False) -> str:
+    """Which prompts the confirmation measured its accept lengths on, in words: held out from the search, after
+    its prompts (and the second round's) in the prompts source, so not the first ``num_prompts`` accept-rate and
+    check cost the wiring on: its figures differ from theirs."""
     p, conf = result.provenance, result.confirmation
+    if brief:
+        return f"{conf.prompts} held-out prompts (not accept-rate's)"
     src = p.get("prompts") or "built-in chat set"
     src = f"the {src}" if src == "built-in chat set" else src.rsplit("/", 1)[-1]
-    return (f"{conf.prompts} held-out prompts of {src} (after the {p.get('num_prompts', '?')} the search read; "
-            "accept-rate's cost is on the first of those)")
+    return (f"{conf.prompts} held-out prompts of {src}, after the search's (accept-rate and check cost the wiring "
+            f"on the first {p.get('num_prompts', '?')})")
 
 
 def render_fingerprint(result: FingerprintResult, console: Console, verbose: bool = False, seen: set | None = None,
