@@ -99,6 +99,10 @@ def run_check(opts: CheckOptions, status: Callable[[str], None] | None = None,
         from ..inputs import check_tokenizer
 
         check_tokenizer(opts)  # a target that cannot encode the prompts: said before its weights load
+        if opts.states_server is not None:  # a server named and unreachable: said now, not after the target loads
+            from ..engines.options import probe
+
+            probe(opts.states_server)
     stages: dict[str, Stage] = {}
     if opts.trainer == MEASURED:
         stages["static"] = _skip("static", f"trainer {MEASURED}: the trained wiring is measured on the weights; "

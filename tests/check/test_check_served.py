@@ -61,11 +61,17 @@ def test_served_stage_finds_what_the_engine_feeds(sglang_parts, tiny_targets, ma
         assert r.verdict.status == "mismatch"
 
 
-def test_served_stage_that_cannot_reach_the_server_says_why(tiny_targets, make_draft):
-    r = _check(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 5]), "http://127.0.0.1:9")
-    st = r.stage("served")
-    assert not st.ran and st.why.startswith("could not run: ") and "127.0.0.1:9" in st.why
-    assert r.stage("accept_rate").ran  # the other stages go on
+def test_a_server_that_cannot_be_reached_stops_the_check_before_the_target_loads(tiny_targets, make_draft, monkeypatch):
+    """Issue 43: refused at once (exit 2 at the CLI), not after the target loaded and every state was captured."""
+    import eagle_audit.target as target_mod
+    from eagle_audit.engines.http import ServerError
+
+    def never(*a, **kw):
+        raise AssertionError("the target was loaded")
+
+    monkeypatch.setattr(target_mod, "load_target", never)
+    with pytest.raises(ServerError, match="127.0.0.1:9"):
+        _check(tiny_targets["llama"], make_draft(nested_ids=[1, 3, 5]), "http://127.0.0.1:9")
 
 
 def test_no_weights_every_stage_from_the_server(sglang_parts, make_draft, tmp_path):
