@@ -122,7 +122,7 @@ def render_findings_and_fix(findings, fix, console: Console, brief: bool = False
 #: what the layers table's columns and the served line's words mean (printed under the table; docs/layers.md)
 LEGEND = ("Bk: the state entering layer k (B0 embedding, B{N} last layer's output, +norm post-norm); cosine: trained "
           "vs served, token mean; nearest servable: the capturable state closest to the trained one; rule: the "
-          "engine's capture rule for this architecture")
+          "engine's capture rule")
 
 
 def render_layers(result: LayersResult, console: Console, verbose: bool = False, seen: set | None = None,
