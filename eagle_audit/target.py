@@ -212,7 +212,24 @@ def read_config(target: str):
                                     f"{shown(str(e), 160)[1:-1]})") from None
         return AutoConfig.from_pretrained(str(directory))
     except (ValueError, KeyError, TypeError, AttributeError, OSError, json.JSONDecodeError, RecursionError) as e:
+        _refuse_unknown_hyper_connection(target, directory / "config.json")
         raise BadCheckpoint(f"{target}: unreadable config ({type(e).__name__}: {shown(str(e), 160)[1:-1]})") from None
+
+
+def _refuse_unknown_hyper_connection(target: str, path: Path) -> None:
+    """A hyper-connection model type the installed transformers cannot build (DeepSeek-V4 before 5.25, V4.1 in
+    every release so far): one line that says so, instead of transformers' own paragraph."""
+    import transformers
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    try:
+        model_type = json.loads(path.read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return
+    if model_type in HYPER_CONNECTION and model_type not in CONFIG_MAPPING_NAMES:
+        raise BadCheckpoint(f"{target}: {HYPER_CONNECTION[model_type]} (model_type {model_type}) is not in the installed "
+                            f"transformers {transformers.__version__}: it cannot build this hyper-connection target "
+                            "(transformers 5.25 has deepseek_v4 and hy_v4; docs/coordinate.md)")
 
 
 def text_config(config):

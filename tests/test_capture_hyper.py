@@ -103,3 +103,18 @@ def test_run_forward_with_hooks_removes_them(v4):
     with capture(v4.stack, [State(2, stream=MIX)]) as store:
         run_forward(v4.model, input_ids=_ids(), use_cache=False)
     assert store[State(2, stream=MIX)].shape == (2, 9, 32) and hooks_left(v4.model) == before
+
+
+def test_a_hyper_connection_type_transformers_lacks_is_one_line(v4, tmp_path):
+    """DeepSeek-V4.1 (vLLM 0.34.0 serves it; no transformers release builds it): refused in one line, exit 2."""
+    import json
+
+    from pathlib import Path
+
+    cfg = json.loads((Path(v4.info.source) / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "deepseek_v41",
+                                                      "architectures": ["DeepseekV41ForCausalLM"]}))
+    with pytest.raises(AuditError, match=r"DeepSeek-V4\.1 \(model_type deepseek_v41\) is not in the installed "
+                                         r"transformers [0-9.]+: it cannot build this hyper-connection target") as e:
+        target_info(str(tmp_path))
+    assert "\n" not in e.value.message and e.value.exit_code == 2
