@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import platform
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, Mapping
 
 from .version import __version__
 from .conventions import Convention, get_convention
@@ -61,6 +61,18 @@ def engine_convention(name: str | None, use_installed: bool, notes: list[str], s
     conv = get_convention(base, "engine")
     notes.append(_said(conv))
     return conv
+
+
+def engine_label(prov: Mapping[str, Any]) -> str | None:
+    """'SGLang 0.5.6 (given)': the engine release a result's provenance speaks for and how it was chosen (None: no
+    engine rules recorded)."""
+    from .conventions.convention import release_label
+
+    rules = prov.get("engine_rules") or {}
+    if not rules:
+        return None
+    return release_label(rules.get("title") or rules.get("name") or "?", rules.get("version") or "?",
+                         (rules.get("release") or {}).get("how") or "")
 
 
 def _said(conv: Convention) -> str:

@@ -90,10 +90,10 @@ def render_accept(result: AcceptResult, console: Console, verbose: bool = False,
                  "unmatched": f"the live server's own accept length {_fmt(result.server.accept_length) if result.server else '-'}"
                  }.get(arb.status, f"the live server's wiring: {arb.chosen}")
         console.print(f"[bold {color}]verdict: {result.verdict}[/] (from {basis}; trained {_fmt(tr)}; tolerance "
-                      f"{result.tolerance})", highlight=False)
+                      f"{result.tolerance}{_on(result)})", highlight=False)
         return
     loss = f"{tr - sv_al:+.3f}" if tr is not None and sv_al is not None else "n/a"
-    console.print(f"[bold {color}]verdict: {result.verdict}[/] (trained - served = {loss}; tolerance {result.tolerance})",
+    console.print(f"[bold {color}]verdict: {result.verdict}[/] (trained - served = {loss}; tolerance {result.tolerance}{_on(result)})",
                   highlight=False)
 
 
@@ -119,3 +119,11 @@ def _render_arbiter(result: AcceptResult, console: Console) -> None:
         console.print(f"  static prediction: {line}", highlight=False, markup=False)
     for note in arb.notes:
         console.print(f"  note: {note}", highlight=False, markup=False)
+
+
+def _on(result) -> str:
+    """'; on SGLang 0.5.6 (given)': the engine release the verdict speaks for (empty where none is recorded)."""
+    from ..provenance import engine_label
+
+    label = engine_label(result.provenance or {})
+    return f"; on {label}" if label else ""

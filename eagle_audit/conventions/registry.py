@@ -93,7 +93,8 @@ def release_convention(name: str, spec: str, how: str | None = None) -> Conventi
         return replace(conv, release_note="; ".join(x for x in (note, conv.release_note) if x))
     choice = choose(name, spec, how or GIVEN)
     conv = _release(name, choice.version)
-    return replace(conv, release_how=choice.how if choice.how != NEAREST or how is None else f"{how}, {NEAREST}",
+    return replace(conv, release_how=choice.how if not choice.how.startswith(NEAREST) or how is None
+                   else f"{how}, {choice.how}",
                    release_note=choice.note, release_span=choice.span)
 
 

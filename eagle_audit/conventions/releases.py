@@ -348,7 +348,7 @@ def choose(name: str, spec: str, how: str = GIVEN) -> Choice:
     else:
         note = (f"{spec} is not in the data: the rules of {near}, the nearest known release before it, are assumed "
                 f"({above[0]} has other rules; where they changed in between is not known)")
-    return Choice(name, near, NEAREST, spec, note)
+    return Choice(name, near, f"{NEAREST} to {spec}", spec, note)
 
 
 def spans(name: str, versions: list[str] | None = None) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePath
 from typing import Any, Mapping
 
+from ..provenance import engine_label
 from ..version import __version__
 from ..layers.result import CODES
 from . import figures
@@ -135,8 +136,9 @@ def build_view(data: Mapping[str, Any]) -> View:
         heat, heat_note = _heatmap(layers, slots)
         rules = as_dict(as_dict(layers.get("provenance")).get("engine_rules"))
         served = as_dict(layers.get("served"))
-        engine = " ".join(str(x) for x in (rules.get("title") or served.get("convention"),
-                                            rules.get("version") or served.get("version")) if x) or None
+        engine = (engine_label({"engine_rules": {**rules, "title": rules.get("title") or served.get("convention"),
+                                                 "version": rules.get("version") or served.get("version")}})
+                  if rules or served else None)  # 'SGLang 0.5.6 (given)': the release and how it was chosen
         if fix is not None and engine and fix.engine == served.get("convention"):
             fix = replace(fix, engine=engine)
     errors = sum(f.severity == "error" for f in findings)

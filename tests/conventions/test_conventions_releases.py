@@ -50,9 +50,9 @@ def test_choosing_a_release():
     v1 = get_convention("vllm-v1@0.20.0", "engine")
     assert (v1.name, v1.version, v1.release_how) == ("vllm-v1", "0.20.0", "given")
     newer = choose("sglang", "9.9.9")
-    assert newer.how == NEAREST and newer.version == known("sglang")[-1] and "newer than every release" in newer.note
+    assert newer.how == f"{NEAREST} to 9.9.9" and newer.version == known("sglang")[-1] and "newer than every release" in newer.note
     within = choose("sglang", "0.5.13.post9")  # between two releases: the one before it, and whether they differ
-    assert within.version == "0.5.13.post1" and within.how == NEAREST and "0.5.14" in within.note
+    assert within.version == "0.5.13.post1" and within.how == "nearest known to 0.5.13.post9" and "0.5.14" in within.note
     span = choose("sglang", "0.5.6..0.5.14")
     assert span.version == "0.5.14" and span.span[0] == "0.5.6" and "rule set(s)" in span.note
     assert choose("sglang", ">=0.5.20").span == ("0.5.20", "0.5.21", "0.5.22", "0.5.23")
