@@ -103,7 +103,7 @@ def test_write_fixed_config_then_reaudit_matches(cli, tiny_targets, make_draft, 
     draft = make_draft(nested_ids=[2, 30, 58])
     before = digest(draft)
     fixed = tmp_path / "fixed"
-    res = cli("-t", target, "-d", draft, "--trained-boundaries", "0,3,31", "--write-fixed-config", fixed, *FAST)
+    res = cli("-t", target, "-d", draft, "--trained-boundaries", "0,3,31", "--write-fixed-config", fixed, "--engine", "sglang", *FAST)
     assert res.exit_code == 1, res.output
     assert "EMBEDDING_COMPOSITION" in res.stdout
     assert f"wrote {fixed / 'config.json'}" in " ".join(res.stderr.split())
@@ -112,7 +112,7 @@ def test_write_fixed_config_then_reaudit_matches(cli, tiny_targets, make_draft, 
     assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [0, 3, 31]
     assert cfg["eagle_config"]["use_aux_hidden_state"] is True  # the rest of the config is kept
     assert (fixed / "model.safetensors").resolve() == (draft / "model.safetensors").resolve()
-    res = cli("-t", target, "-d", fixed, "--trained-boundaries", "0,3,31", "--json", "-", *FAST)
+    res = cli("-t", target, "-d", fixed, "--trained-boundaries", "0,3,31", "--json", "-", "--engine", "sglang", *FAST)
     assert res.exit_code == 0, res.output
     data = as_json(res)
     assert data["verdict"] == "match"
