@@ -20,7 +20,8 @@ SCHEMAS = {
 LAYERS_KEYS = {"schema", "verdict", "target", "draft", "trained", "served", "slots", "findings", "fix", "heatmap",
                "provenance", "suggestions", "served_states", "engines"}  # served_states: layers --server (issue 16); engines: issue 41
 CHECK_KEYS = {"schema", "verdict", "stages", "source", "gate", "provenance"}
-CHECK_VERDICT_KEYS = {"status", "summary", "problems", "sure", "evidence", "cost", "fix", "fix_from", "gate"}
+CHECK_VERDICT_KEYS = {"status", "summary", "problems", "sure", "evidence", "grade", "grade_why", "cost", "fix",
+                      "fix_from", "gate"}
 CHECK_STAGE_KEYS = {"name", "ran", "why", "evidence", "verdict", "seconds", "result"}
 ACCEPT_KEYS = {"schema", "verdict", "target", "draft", "wirings", "accept_length", "request_accept_length",
                "per_position", "histogram", "verify_steps", "attribution", "tolerance", "failures", "draft_flags",

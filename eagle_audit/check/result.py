@@ -31,7 +31,9 @@ class Stage:
 
     @property
     def verdict(self) -> str | None:
-        return self.result.verdict if self.result is not None else None
+        if self.result is None:
+            return None
+        return getattr(self.result, "own_verdict", self.result.verdict)  # layers: the engine the check speaks for
 
     def to_json(self) -> dict:
         return {"name": self.name, "ran": self.ran, "why": self.why, "evidence": EVIDENCE[self.name],

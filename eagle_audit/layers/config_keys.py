@@ -67,29 +67,55 @@ def family(conv) -> str | None:
     return "sglang" if root.name.startswith("sglang") else "vllm" if root.name.startswith("vllm") else None
 
 
-def config_class(model_type: str | None):
-    """transformers' config class for ``model_type`` (None: transformers has none by that name)."""
+#: the sizes transformers' config classes build with when a key is absent, for the decoder types drafts are built
+#: from: read from here first, so a static audit imports no transformers (tests/layers/test_layers_config_keys.py pins
+#: them against the installed transformers); any other model_type asks transformers itself
+CLASS_DEFAULTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama": ("LlamaConfig", {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 32,
+                              "head_dim": 128, "intermediate_size": 11008, "vocab_size": 32000,
+                              "num_hidden_layers": 32, "tie_word_embeddings": False}),
+    "qwen2": ("Qwen2Config", {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 32,
+                              "intermediate_size": 22016, "vocab_size": 151936, "num_hidden_layers": 32,
+                              "tie_word_embeddings": False}),
+    "qwen3": ("Qwen3Config", {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 32,
+                              "head_dim": 128, "intermediate_size": 22016, "vocab_size": 151936,
+                              "num_hidden_layers": 32, "tie_word_embeddings": False}),
+    "mistral": ("MistralConfig", {"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+                                  "head_dim": 128, "intermediate_size": 14336, "vocab_size": 32000,
+                                  "num_hidden_layers": 32, "tie_word_embeddings": False}),
+}
+SIZE_KEYS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
+             "vocab_size", "num_hidden_layers", "tie_word_embeddings")
+
+
+def class_defaults(model_type: str | None) -> tuple[str, dict[str, Any] | None] | None:
+    """The config class's name and the sizes it builds with when a key is absent (None for the sizes: the class
+    needs arguments, only the keys given are known; None in all: transformers has no class by that name)."""
+    if model_type in CLASS_DEFAULTS:
+        return CLASS_DEFAULTS[model_type]
     try:
         from transformers import CONFIG_MAPPING
 
-        return CONFIG_MAPPING[model_type] if model_type else None
+        cls = CONFIG_MAPPING[model_type] if model_type else None
     except (KeyError, ImportError):
         return None
-
-
-def build(view: Mapping[str, Any], cls) -> dict[str, Built]:
-    """The sizes the config class builds from ``view``: each key given, or its default."""
+    if cls is None:
+        return None
     try:
-        defaults = cls()
-    except Exception:  # a config class that needs arguments: only the keys given are known
-        defaults = None
+        made = cls()
+    except Exception:  # a config class that needs arguments
+        return cls.__name__, None
+    return cls.__name__, {k: getattr(made, k) for k in SIZE_KEYS if getattr(made, k, None) is not None}
+
+
+def build(view: Mapping[str, Any], defaults: Mapping[str, Any] | None) -> dict[str, Built]:
+    """The sizes the config class builds from ``view``: each key given, or its default."""
     out = {}
-    for key in ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "intermediate_size",
-                "vocab_size", "num_hidden_layers", "tie_word_embeddings"):
+    for key in SIZE_KEYS:
         if view.get(key) is not None:
             out[key] = Built(key, view[key], True)
-        elif defaults is not None and getattr(defaults, key, None) is not None:
-            out[key] = Built(key, getattr(defaults, key), False)
+        elif defaults is not None and defaults.get(key) is not None:
+            out[key] = Built(key, defaults[key], False)
     # derived as LlamaConfig / Qwen3Config derive them when absent
     if "num_key_value_heads" in out and not out["num_key_value_heads"].given and "num_attention_heads" in out:
         out["num_key_value_heads"] = Built("num_key_value_heads", out["num_attention_heads"].value, False)
@@ -181,11 +207,11 @@ def draft_config_keys(ctx: Context) -> Iterable[Finding]:
             "Add the model_type of the draft's decoder layer to config.json (\"llama\" for a Llama-type draft, "
             "\"qwen3\" for a Qwen3 one).")
         return
-    cfg_cls = config_class(model_type or "llama")
-    if cfg_cls is None:
+    found = class_defaults(model_type or "llama")
+    if found is None:
         return
-    cfg_name = cfg_cls.__name__
-    built = build(view, cfg_cls)
+    cfg_name, defaults = found
+    built = build(view, defaults)
     draft_vocab = built.get("draft_vocab_size")
     tied = bool(built.get("tie_word_embeddings") and built["tie_word_embeddings"].value)
     if draft_vocab is None and not tied:

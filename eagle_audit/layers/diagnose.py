@@ -448,7 +448,8 @@ def trainer_refuses_ids(ctx: Context) -> Iterable[Finding]:
     if w.failure is None or w.kind != "trainer":
         return
     f = w.failure
-    embedding = any(s.boundary == 0 and not s.normed for s in w.states)
+    # capture index 0 is the embedding output, whether the trainer's capture reaches it or drops it
+    embedding = any(s.boundary == 0 and not s.normed for s in w.states) or 0 in w.dropped
     yield Finding(
         "TRAINER_REFUSES_IDS", "warning", None,
         f"{ctx.trained.title} refuses ids {list(w.ids) if w.ids is not None else '(default)'}: {f.error}: {f.message} "

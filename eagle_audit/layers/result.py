@@ -172,6 +172,12 @@ class LayersResult:
     def errors(self) -> tuple[Finding, ...]:
         return tuple(f for f in self.findings if f.severity == "error")
 
+    @property
+    def own_verdict(self) -> str:
+        """The verdict on the engine and release the slots speak for (``verdict`` is the worst of it and
+        ``engines``): what ``check``, which speaks for one engine, shows as the stage's verdict."""
+        return "mismatch" if self.errors else "match"
+
     def to_json(self) -> dict:
         return {"schema": LAYERS_SCHEMA, "verdict": self.verdict, "target": dict(self.target),
                 "draft": dict(self.draft), "trained": self.trained.to_json(), "served": self.served.to_json(),

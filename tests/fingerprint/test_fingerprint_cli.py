@@ -91,7 +91,8 @@ def test_cli_declared_wiring_differs(fp_canaries, smollm2_path, tmp_path, fp_thr
 
 def test_layers_suggests_the_fingerprint_and_measures_with_it(fp_canaries, smollm2_path, tmp_path, fp_threads):
     draft, prompts = _redeclared(fp_canaries["2-15-27"], tmp_path)
-    res = CliRunner().invoke(app, ["layers", "-t", smollm2_path, "-d", str(draft), "--static", "--json", "-"])
+    res = CliRunner().invoke(app, ["layers", "-t", smollm2_path, "-d", str(draft), "--static", "--engine", "sglang",
+                                   "--json", "-"])
     assert res.exit_code == 0, res.output  # SGLang feeds what the config declares: nothing to see without weights
     assert any("fingerprint" in s for s in json.loads(res.stdout)["suggestions"])
     res = CliRunner().invoke(app, ["layers", "-t", smollm2_path, "-d", str(draft), "--static", "--trainer",

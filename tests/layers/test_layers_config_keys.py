@@ -70,3 +70,18 @@ def test_vllm_vocab_size_absent_sizes_the_logits_wrongly(config_only_target, mak
     [f] = key_findings(r)
     assert "vocab_size 32000 (absent: LlamaConfig's default)" in f.what and "512 tokens" in f.what
     assert "index out of range" in f.why
+
+
+@pytest.mark.parametrize("model_type", ["llama", "qwen2", "qwen3", "mistral"])
+def test_the_recorded_class_defaults_are_the_installed_transformers_own(model_type):
+    # a static audit reads the defaults from CLASS_DEFAULTS, never importing transformers: they must be the
+    # ones transformers' config class builds with, or the static and the full audit would disagree
+    from transformers import CONFIG_MAPPING
+
+    from eagle_audit.layers.config_keys import CLASS_DEFAULTS, SIZE_KEYS
+
+    name, recorded = CLASS_DEFAULTS[model_type]
+    cls = CONFIG_MAPPING[model_type]
+    made = cls()
+    assert name == cls.__name__
+    assert recorded == {k: getattr(made, k) for k in SIZE_KEYS if getattr(made, k, None) is not None}

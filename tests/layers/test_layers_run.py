@@ -6,7 +6,7 @@ Capture runs (non-static) use the targets' tiny byte-level tokenizer with 2 prom
 
 import pytest
 
-from eagle_audit.errors import BadPrompts
+from eagle_audit.errors import BadCheckpoint
 from eagle_audit.states import State
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -136,14 +136,19 @@ def test_an_id_past_the_loop_is_unreachable_on_llama(tiny_targets, make_draft, a
 
 
 def test_top_level_ids_under_sglang(tiny_targets, make_draft, audit):
-    r = audit(tiny_targets["llama"], make_draft(top_level_ids=[1, 3, 6], speculators=True))
+    # as speculators 0.9.0 writes it: the decoder's model_type in transformer_layer_config only
+    layer = {"model_type": "llama", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+             "intermediate_size": 64}
+    r = audit(tiny_targets["llama"], make_draft(top_level_ids=[1, 3, 6], speculators=True,
+                                                extra={"transformer_layer_config": layer}))
     assert "trainer not given: assumed speculators from the draft's speculators layout" in r.provenance["notes"]
     assert r.verdict == "mismatch" and codes(r)[0] == "IDS_NOT_READ"
     assert r.served.ignored_places == ("top_level",)
     # SGLang 0.5.23 registers no Eagle3Speculator: the fix names the class it is audited with, so SGLang loads it
-    assert r.fix.patch == {"architectures": ["LlamaForCausalLMEagle3"],
+    # and copies model_type to the top level, where that class's AutoConfig reads it (else DRAFT_CONFIG_KEY)
+    assert r.fix.patch == {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama",
                            "eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 2, 5]}}
-    assert "set architectures to 'LlamaForCausalLMEagle3'" in r.fix.explanation
+    assert "set architectures to 'LlamaForCausalLMEagle3'" in r.fix.explanation and r.fix.proof
     # when SGLang's default happens to be what was trained, it is only a warning
     r = audit(tiny_targets["llama"], make_draft(top_level_ids=[2, 4, 5]), trainer="speculators", static=True)
     assert r.verdict == "match" and [(f.code, f.severity) for f in r.findings] == [("IDS_NOT_READ", "warning")]
@@ -280,7 +285,7 @@ def test_trained_ids_override_the_config(tiny_targets, make_draft, audit):
 
 
 def test_tokenizerless_target_needs_static(tiny_targets, make_draft, audit):
-    with pytest.raises(BadPrompts, match="tokenizer"):
+    with pytest.raises(BadCheckpoint, match="the target has no tokenizer .* checked before its weights load"):
         audit(tiny_targets["qwen3"], make_draft(nested_ids=[0, 1, 2]))
     assert audit(tiny_targets["qwen3"], make_draft(nested_ids=[0, 1, 2]), static=True).verdict == "match"
 

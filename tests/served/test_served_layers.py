@@ -29,7 +29,7 @@ def fake(sglang_pieces, sglang_capture, served_target):
 
 def _audit(target, draft, url, **kw):
     return api.audit_layers(target, draft, trained_boundaries=kw.pop("trained", [2, 3, 4]), max_prompts=3,
-                            max_tokens=24, server=url, dtype="float32", **kw)
+                            max_tokens=24, states_server=url, dtype="float32", **kw)
 
 
 def test_served_vs_local_clean_and_shifted(fake, served_target, make_draft):
@@ -49,8 +49,9 @@ def test_served_vs_local_clean_and_shifted(fake, served_target, make_draft):
 @pytest.mark.parametrize("trained", [[2, 3, 4], [1, 3, 5]])
 def test_no_weights_mode_gives_the_local_verdicts(fake, served_target, served_target_no_weights, make_draft, trained):
     draft = make_draft(nested_ids=[1, 2, 3])
+    # the test server answers as SGLang 0.5.23: the local audit names that engine (unnamed, it judges every engine)
     local = api.audit_layers(served_target, draft, trained_boundaries=trained, max_prompts=3, max_tokens=24,
-                             dtype="float32")
+                             dtype="float32", engine="sglang@0.5.23")
     with serving(fake()) as url:
         served = _audit(served_target_no_weights, draft, url, trained=trained)
     assert served.verdict == local.verdict
