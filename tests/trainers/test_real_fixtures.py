@@ -81,8 +81,11 @@ def _fingerprint(smollm2, target, path):
 #: "Both lines on every draft of known wiring"): the fewer of the two builds measured (one thread: 14 of 18; every
 #: core, as CI builds them: 12 of 18; the function alone named 1 and 2 slots on them, one of those wrong on the second
 #: build, "B16 or B22" for B1, which the weights' disagreement made undetermined). A floor; never a wrong state.
+#: CI's pre-build (tests/artefacts.py) builds each fixture on one thread: on that build (2026-12-05, two CI runs
+#: and this machine alike) speculators-default-e12's slot 2 is named B27 (true) by fc's weights alone but is
+#: "unused" on the held-out text (no state separated from the best), so 2 of its 3 slots are decided, not 3.
 DECIDED = {"specforge-default": 3, "specforge-5-12-21": 1, "speculators-default": 3, "speculators-4-11-24": 1,
-           "specforge-0-2-15-e12": 1, "speculators-default-e12": 3}
+           "specforge-0-2-15-e12": 1, "speculators-default-e12": 2}
 
 
 @pytest.mark.parametrize("name", real_fixtures.FIXTURES)
