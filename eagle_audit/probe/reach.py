@@ -144,7 +144,7 @@ class ReachReader:
                             branch = branch or Site(owner.path, sub.lineno, sub.end_lineno)
                     left = node.test.left
                     if residual_none and isinstance(left, ast.Name) and left.id in loop_vars:
-                        add = next((a for sub in node.body if (a := _unguarded_residual_add(sub))), None)
+                        add = next((a for sub in _nested(node.body) if (a := _unguarded_residual_add(sub))), None)
                         if add is not None:
                             none_add = none_add or Site(owner.path, add.lineno, add.end_lineno)
                 if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], ast.In) and \
@@ -200,6 +200,16 @@ PACKER = "AuxHiddenStatePacker"
 def _is_capture_test(test: ast.expr) -> bool:
     return isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.In) and \
         isinstance(test.comparators[0], ast.Attribute) and test.comparators[0].attr == "layers_to_capture"
+
+
+def _nested(body: list[ast.stmt]):
+    """The statements of ``body`` and of every branch nested in it (SGLang 0.5.7-0.5.12's DeepSeek capture appends
+    ``hidden_states + residual`` in the ``else`` of an all-gather branch)."""
+    for stmt in body:
+        yield stmt
+        if isinstance(stmt, ast.If):
+            yield from _nested(stmt.body)
+            yield from _nested(stmt.orelse)
 
 
 def _appended_name(stmt: ast.stmt) -> str | None:

@@ -134,10 +134,10 @@ def sglang_056_wheel():
 
 
 @pytest.fixture(scope="module")
-def sglang_0513_wheel():
+def sglang_0514_wheel():
     from tests import wheels
 
-    return wheels.sglang_wheel("0.5.13")
+    return wheels.sglang_wheel("0.5.14")
 
 
 def _probed(wheel):
@@ -146,12 +146,13 @@ def _probed(wheel):
     return to_convention(probe_engine("sglang", wheel), builtin_base("sglang"))
 
 
-def test_seed_case_on_sglang_056(make_draft, sglang_056_wheel, sglang_0513_wheel):
+def test_seed_case_on_sglang_056(make_draft, sglang_056_wheel, sglang_0514_wheel):
     """The seed: a DeepSeek-V3 draft declaring [2, 30, 58], trained on [embedding, out 2, out 30]. SGLang 0.5.6
     (probed from its wheel) adds 1 always and raises TypeError at capture index 0, so no config fix exists there
-    ([-1, 2, 30] was offered before); 0.5.13, the first release with PR #25454, takes [0, 3, 31] verbatim."""
-    old, new = _probed(sglang_056_wheel), _probed(sglang_0513_wheel)
-    assert (old.version, new.version) == ("0.5.6", "0.5.13")
+    ([-1, 2, 30] was offered before). 0.5.13 (PR #25454) reads [0, 3, 31] verbatim but still raises at index 0;
+    0.5.14, which captures inside the decoder layer, is the first that feeds B0, B3, B31."""
+    old, new = _probed(sglang_056_wheel), _probed(sglang_0514_wheel)
+    assert (old.version, new.version) == ("0.5.6", "0.5.14")
     draft = read_draft(str(make_draft(nested_ids=[2, 30, 58])))
     served = side_of(old, draft.config, DSV3, 61)
     assert served.states == states(3, 31, 59)  # what the seed observed
@@ -161,10 +162,11 @@ def test_seed_case_on_sglang_056(make_draft, sglang_056_wheel, sglang_0513_wheel
     assert alone.explanation.startswith("No config fix on SGLang 0.5.6: ")
     assert "captures only boundaries 1..60; training used B0" in alone.explanation
     assert any("PR #25454, first in SGLang 0.5.13" in b for b in alone.engine_bugs)
-    fix = plan_fix(res, draft, 32, releases=[("0.5.13", new)])
+    assert any("first in SGLang 0.5.14" in b and "TypeError" in b for b in alone.engine_bugs)
+    fix = plan_fix(res, draft, 32, releases=[("0.5.14", new)])
     assert not fix.possible and fix.upgrade is not None and fix.upgrade.possible
-    assert fix.upgrade.release == "SGLang 0.5.13" and fix.upgrade.ids == (0, 3, 31)
-    assert "Upgrade to SGLang 0.5.13, then: Write eagle_config.eagle_aux_hidden_state_layer_ids = [0, 3, 31]" \
+    assert fix.upgrade.release == "SGLang 0.5.14" and fix.upgrade.ids == (0, 3, 31)
+    assert "Upgrade to SGLang 0.5.14, then: Write eagle_config.eagle_aux_hidden_state_layer_ids = [0, 3, 31]" \
         in fix.explanation
     assert side_of(new, fix.upgrade.apply(draft.config), DSV3, 61).states == states(0, 3, 31)
     # an earlier release is never an upgrade
@@ -187,7 +189,7 @@ def test_seed_case_names_the_upgrade_from_the_release_data(tiny_targets, make_dr
     from eagle_audit.layers.engine_bugs import later
 
     version = r.fix.upgrade.release.removeprefix("SGLang ")
-    assert later(version, "0.5.6")
+    assert later(version, "0.5.6") and version == "0.5.14"  # 0.5.13 reads [0, 3, 31] verbatim, raises at index 0
     config = json.loads((Path(r.draft["path"]) / "config.json").read_text())
     assert side_of(release_convention("sglang", version), r.fix.upgrade.apply(config), DSV3, 61).states == \
         states(0, 3, 31)
