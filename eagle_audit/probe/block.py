@@ -59,17 +59,18 @@ RUNNER = "model_runner.py"  # 0.5.11-0.5.15 call the setters (and refuse a targe
 DEFAULT_IDS = "[N // 2] if D == 1 else spread(1, N - 3, D)"
 
 #: Captures the capture-test reader does not read: model file -> (the capture test as written, the boundary
-#: shift it adds to the id stored, the highest capture index, a non-residual feed or None, count-checked).
+#: shift it adds to the id stored (1: after the layer ran, 0: before it), the highest capture index, a
+#: non-residual feed or None, count-checked).
 AFTER_LAYER_TAPS: dict[str, tuple[str, int, str, str | None, bool]] = {
     # ``if ... and i in self.dspark_layers_to_capture:`` after ``self.layers[i]`` ran: the output of layer i
     "kimi_linear.py": ("and i in self.dspark_layers_to_capture", 1, "N", None, False),
     # ``capture_output=... (i - 1 in self.layers_to_capture)`` passed to layer i, plus the final norm's capture
     # of ``self.end_layer - 1``: the stream entering layer i+1, B_N for the last one
     "bailing_moe_v3.py": ("and (i - 1 in self.layers_to_capture)", 1, "N", None, False),
-    # after layer i, the mean over the hyper-connection (mHC) streams, collected by the counting packer
-    "deepseek_v4.py": ("if capture_dspark and i in self.dspark_layers_to_capture:", 1, "N",
-                       "the mean over the mHC streams after layer {k-1} (mhc_stream_mean), not a single residual "
-                       "stream", True),
+    # before layer i runs ("The draft head reads the attention input of its target layers"): the mean over the
+    # hyper-connection (mHC) streams entering layer i (mhc_stream_mean), which is Bk on an mHC target
+    # (docs/coordinate.md), collected by the counting packer; ids verbatim
+    "deepseek_v4.py": ("if capture_dspark and i in self.dspark_layers_to_capture:", 0, "N - 1", None, True),
 }
 
 WIDTH_ERROR = ("DFLASH target_hidden feature dim mismatch. Expected {expected} context features, got {captured}; "
@@ -211,8 +212,9 @@ class BlockReader:
         if line is None:
             return replace(base, setter=site, reason=f"the declared capture test `{test}` is no longer in {owner.path}")
         where = Site(owner.path, line)
-        how = f"declared: capture test `{test.strip()}` at {where.short()} takes the stream after layer id (boundary +{shift})"
-        reach = Reach("1", top, where, how, count_check=where if counted else None,
+        how = (f"declared: capture test `{test.strip()}` at {where.short()} takes the stream "
+               + (f"after layer id (boundary +{shift})" if shift else "entering layer id (boundary id)"))
+        reach = Reach("1" if shift else "0", top, where, how, count_check=where if counted else None,
                       branch=where if feeds else None)
         explicit = tuple(ProbedCase(c.shift + shift, c.when, c.site) for c in a.explicit)
         rule = ProbedRule(default_ids=DEFAULT_IDS, default_shift=0, explicit=explicit, reach=reach, n_from=a.n_from,

@@ -186,6 +186,15 @@ def test_vllm_reads_dspark_ids_verbatim_for_deepseek_v41_only(config_only_target
         assert states(r.served) == served, model_type
 
 
+def test_sglang_feeds_dspark_deepseek_v4_the_stream_means_its_ids_name(config_only_target, block_draft, audit):
+    """SGLang 0.5.23 deepseek_v4.py:4203-4212: before layer i runs ("the attention input of its target layers"),
+    the mean over the mHC streams entering layer i (Bi on a hyper-connection target); ids verbatim (:4861)."""
+    target = config_only_target("DeepseekV4ForCausalLM", 36, "deepseek_v4")
+    draft = block_draft(3, architectures=["DSparkDraftModel"], dspark_target_layer_ids=[1, 17, 33])
+    r = static(audit, target, draft, "sglang-dspark", trained_boundaries="1,17,33")
+    assert states(r.served) == ["B1", "B17", "B33"] and r.verdict == "match", codes(r)
+
+
 def test_hf_id_n_minus_1_is_the_post_norm_state_sglang_cannot_serve(config_only_target, block_draft, audit):
     """NeMo Automodel PR #3083: in an HF-convention trainer, id N-1 is hidden_states[N], after the final norm."""
     draft = block_draft(3, dflash_config={"target_layer_ids": [1, 17, 35]})

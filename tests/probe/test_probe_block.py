@@ -47,8 +47,12 @@ def test_what_the_sglang_probe_finds(sglang_wheel):
     assert dflash.get("Glm4ForCausalLM").status == "unsupported"
     assert dflash.get("KimiK3LinearForCausalLM").status == UNRECOGNISED  # attn-res bank taps: not read, said so
     dspark = probe_engine("sglang-dspark", sglang_wheel)
-    for arch in ("KimiLinearForCausalLM", "DeepseekV4ForCausalLM", "BailingMoeV3ForCausalLM"):  # DSpark setters
+    for arch in ("KimiLinearForCausalLM", "BailingMoeV3ForCausalLM"):  # DSpark setters, capture after the layer
         a = dspark.get(arch)
         assert a.status == SUPPORTED and a.setter.file != "llama.py" and a.rule.explicit_text() == "+1", arch
-    assert dspark.get("DeepseekV4ForCausalLM").rule.reach.branch is not None  # the mean over the mHC streams
+    # DeepSeek-V4: ids verbatim, captured before layer i runs (the attention input of the target layer): the mean
+    # over the mHC streams entering layer i, Bi on a hyper-connection target, 0..N-1, count-checked
+    v4 = dspark.get("DeepseekV4ForCausalLM").rule
+    assert v4.explicit_text() == "verbatim" and (v4.reach.min_capture, v4.reach.max_capture) == ("0", "N - 1")
+    assert v4.reach.branch is None and v4.reach.count_check is not None
     assert len(dflash.by_status(SUPPORTED)) == 53 and len(dspark.by_status(SUPPORTED)) == 57
