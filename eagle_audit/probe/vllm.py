@@ -323,7 +323,10 @@ def read_capture(fn: ast.FunctionDef, path: str) -> tuple[Reach | None, str]:
             and isinstance(n.left, ast.Name) and isinstance(n.right, ast.Name)
             and "residual" in (n.left.id, n.right.id) and n.left.id != n.right.id]  # hidden_states (gpt_oss: x)
     guarded = any(isinstance(n, ast.IfExp) for st in test.body for n in ast.walk(st))
-    if not adds:
+    # a hyper-connection (mHC) model (DeepSeek-V4): mhc_post(...) rebuilds the streams, ``.mean(dim=1)`` averages
+    # them: Bk on an mHC target (docs/coordinate.md), the default view, so the rule is an ordinary one
+    mhc_mean = _mhc_mean(test.body)
+    if not adds and not mhc_mean:
         return None, f"{path}:{test.lineno}: in-loop capture does not add hidden_states + residual"
     loop = next(lp for lp in ast.walk(fn) if isinstance(lp, ast.For) and any(n is test for n in ast.walk(lp)))
     layer_calls = [st.lineno for st in loop.body if isinstance(st, ast.Assign) and isinstance(st.value, ast.Call)
@@ -343,11 +346,23 @@ def read_capture(fn: ast.FunctionDef, path: str) -> tuple[Reach | None, str]:
     # `(idx + 1) in aux` after the layer call: the stream leaving layer idx = entering layer idx + 1
     if not layer_calls or max(layer_calls) > test.lineno:
         return None, f"{path}:{test.lineno}: in-loop `(idx + 1) in aux_hidden_state_layers` is not after the layer call"
-    how = f"in-loop `{ast.unparse(cmp)}` after each layer (hidden_states + residual): id k = stream entering layer k"
+    how = (f"in-loop `{ast.unparse(cmp)}` after each layer (" + ("the mean over the hyper-connection streams "
+           "mhc_post rebuilds: Bk on an mHC target" if mhc_mean else "hidden_states + residual")
+           + "): id k = stream entering layer k")
     if pre:
         how += f"; `self.start_layer in self.aux_hidden_state_layers` before the loop: index 0 reachable"
     start = min([test.lineno] + [p.lineno for p in pre])
     return Reach("0" if pre else "1", "N", Site(path, start, test.lineno), how), ""
+
+
+def _mhc_mean(body: list[ast.stmt]) -> bool:
+    """Whether ``body`` averages the streams an ``mhc_post*`` call rebuilds (``x.mean(dim=1)``)."""
+    calls = [n for st in body for n in ast.walk(st) if isinstance(n, ast.Call)]
+    rebuilds = any("mhc_post" in ast.unparse(c.func) for c in calls)
+    means = any(isinstance(c.func, ast.Attribute) and c.func.attr == "mean" and
+                any(k.arg == "dim" and isinstance(k.value, ast.Constant) and k.value.value == 1 for k in c.keywords)
+                for c in calls)
+    return rebuilds and means
 
 
 # -------------------------------------------------------------------------------------------- probe

@@ -83,14 +83,16 @@ def test_emitted_convention(v2):
     # what the probe cannot settle statically is named, never guessed
     kimi = v2.get("KimiK25ForConditionalGeneration")
     assert kimi.status == DELEGATING_UNRESOLVED and "kimi_k25.py" in kimi.reason
+    # DeepSeek-V4: after layer idx, mhc_post rebuilds the hyper-connection streams and .mean(dim=1) averages them:
+    # the mean over the streams entering layer idx + 1, Bk on an mHC target; id 0 never, id N at end_layer
     dsv4 = v2.get("DeepseekV4ForCausalLM")
-    assert dsv4.status == UNRECOGNISED and "vllm/models/deepseek_v4/nvidia/model.py:" in dsv4.reason
+    assert dsv4.status == SUPPORTED and "mhc_post" in dsv4.rule.reach.how, dsv4.reason
+    assert (dsv4.rule.reach.min_capture, dsv4.rule.reach.max_capture) == ("1", "N")
+    assert conv.architectures["DeepseekV4ForCausalLM"] == "deepseek_v4_mhc"
 
 
 # what has no rule in the convention format, each for a reason the probe names with file:line
 NO_RULE = {
-    "DeepseekV4ForCausalLM": "vllm/models/deepseek_v4/nvidia/model.py:",  # hyper-connection streams, mean of mHC
-    "DeepseekV4ForConditionalGeneration": "vllm/models/deepseek_v4/nvidia/model.py:",  # its language model
     "DeepseekV41ForCausalLM": "vllm/models/deepseek_v41/nvidia/model.py:",  # captured outside forward
     "Glm5NextForCausalLM": "vllm/models/glm5next/common/model.py:",  # _aux_hidden_state(h, residual, post, comb)
     "Glm5NextForConditionalGeneration": "vllm/models/glm5next/common/model.py:",
