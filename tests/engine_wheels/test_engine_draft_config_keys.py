@@ -19,16 +19,6 @@ SGLANG_MODEL = "sglang/srt/models/llama_eagle3.py"
 VLLM_MODEL = "vllm/model_executor/models/llama_eagle3.py"
 
 
-@pytest.fixture(scope="module")
-def sg(sglang_wheel) -> WheelSource:
-    return WheelSource(sglang_wheel)
-
-
-@pytest.fixture(scope="module")
-def vl(vllm_wheel) -> WheelSource:
-    return WheelSource(vllm_wheel)
-
-
 def hf_config(draft) -> object:
     """The draft's config.json as both engines build it: transformers' AutoConfig.from_pretrained."""
     from transformers import AutoConfig
@@ -41,9 +31,9 @@ def finding(audit, target, draft, engine):
     return [f for f in r.findings if f.code == "DRAFT_CONFIG_KEY"]
 
 
-def test_both_engines_read_a_plain_draft_config_with_autoconfig(sg, vl):
-    assert "config = AutoConfig.from_pretrained(" in sg.text("sglang/srt/utils/hf_transformers/config.py")
-    assert "config = AutoConfig.from_pretrained(" in vl.text("vllm/transformers_utils/config.py")
+def test_both_engines_read_a_plain_draft_config_with_autoconfig(sglang_src, vllm_src):
+    assert "config = AutoConfig.from_pretrained(" in sglang_src.text("sglang/srt/utils/hf_transformers/config.py")
+    assert "config = AutoConfig.from_pretrained(" in vllm_src.text("vllm/transformers_utils/config.py")
 
 
 def test_no_model_type(config_only_target, make_draft, audit):
@@ -63,23 +53,23 @@ def sglang_eagle3_init(src: WheelSource, config):
     return cls(config)
 
 
-def test_sglang_without_draft_vocab_size(sg, config_only_target, make_draft, audit):
+def test_sglang_without_draft_vocab_size(sglang_src, config_only_target, make_draft, audit):
     draft = make_draft(nested_ids=[1, 14, 26], drop=("draft_vocab_size",))
     with pytest.raises(AttributeError) as e:
-        sglang_eagle3_init(sg, hf_config(draft))
+        sglang_eagle3_init(sglang_src, hf_config(draft))
     [f] = finding(audit, config_only_target("LlamaForCausalLM", 30), draft, "sglang")
     assert f"AttributeError: {e.value}" in f.what
     # null is read as absent: lm_head sized from vocab_size, no error (the audit has no finding)
     null = make_draft(nested_ids=[1, 14, 26], draft_vocab=None)
-    model = sglang_eagle3_init(sg, hf_config(null))
+    model = sglang_eagle3_init(sglang_src, hf_config(null))
     assert model.lm_head.args[0] == 512 and model.load_lm_head_from_target
     assert finding(audit, config_only_target("LlamaForCausalLM", 30), null, "sglang") == []
 
 
 @pytest.mark.parametrize("key", ["hidden_size", "num_hidden_layers"])
-def test_sglang_builds_the_config_class_default(sg, config_only_target, make_draft, audit, key):
+def test_sglang_builds_the_config_class_default(sglang_src, config_only_target, make_draft, audit, key):
     draft = make_draft(nested_ids=[1, 14, 26], drop=(key,))
-    model = _draft_model_class(sg)(hf_config(draft))
+    model = _draft_model_class(sglang_src)(hf_config(draft))
     [f] = finding(audit, config_only_target("LlamaForCausalLM", 30), draft, "sglang")
     if key == "hidden_size":
         assert f"builds fc.weight for {model.fc.out_features} on axis 0" in f.what and model.fc.out_features == 4096
@@ -96,18 +86,18 @@ def vllm_eagle3_init(src: WheelSource, config, target_vocab: int = 512):
     return cls(vllm_config=vllm_config)
 
 
-def test_vllm_without_draft_vocab_size_sizes_lm_head_from_vocab_size(vl, config_only_target, make_draft, audit):
+def test_vllm_without_draft_vocab_size_sizes_lm_head_from_vocab_size(vllm_src, config_only_target, make_draft, audit):
     draft = make_draft(nested_ids=[1, 14, 26], top_level_ids=[2, 15, 27], drop=("draft_vocab_size",))
-    model = vllm_eagle3_init(vl, hf_config(draft))
+    model = vllm_eagle3_init(vllm_src, hf_config(draft))
     [f] = finding(audit, config_only_target("LlamaForCausalLM", 30), draft, "vllm")
     assert f"builds lm_head for {model.lm_head.args[0]} on axis 0" in f.what and model.lm_head.args[0] == 512
 
 
-def test_vllm_without_vocab_size_takes_the_default(vl, config_only_target, make_draft, audit):
+def test_vllm_without_vocab_size_takes_the_default(vllm_src, config_only_target, make_draft, audit):
     draft = make_draft(nested_ids=[1, 14, 26], top_level_ids=[2, 15, 27], drop=("vocab_size",))
     config = hf_config(draft)
-    vllm_eagle3_init(vl, config)
+    vllm_eagle3_init(vllm_src, config)
     [f] = finding(audit, config_only_target("LlamaForCausalLM", 30), draft, "vllm")
     assert f"vocab_size {config.vocab_size} (absent: LlamaConfig's default)" in f.what
-    assert "self.config.vocab_size," in vl.text(VLLM_MODEL)  # compute_logits scatters into config.vocab_size columns
+    assert "self.config.vocab_size," in vllm_src.text(VLLM_MODEL)  # compute_logits scatters into config.vocab_size columns
     assert json.loads((draft / "config.json").read_text()).get("vocab_size") is None

@@ -60,8 +60,7 @@ def sglang_serving(draft_config: Mapping[str, Any], target: TargetShape, port: i
                       ("eagle_config.use_aux_hidden_state is false: serving feeds the final post-norm state, which "
                        "--enable-return-hidden-states returns",))
     if wiring.unsupported or wiring.failure:
-        why = wiring.unsupported or wiring.failure.text()
-        return Launch("serving", (), None, (f"SGLang cannot serve this draft on {target.architecture}: {why}",))
+        return _cannot_serve(wiring, target)
     ids, place, _ = conv.read_draft_ids(draft_config)
     notes = []
     if ids is None:
@@ -81,6 +80,12 @@ def sglang_serving(draft_config: Mapping[str, Any], target: TargetShape, port: i
     return Launch("serving", _sglang_argv(target.path, line_ids, port), cap, tuple(notes))
 
 
+def _cannot_serve(wiring, target: TargetShape) -> Launch:
+    """No serving line: SGLang refuses this draft on the target (the wiring says why)."""
+    why = wiring.unsupported or wiring.failure.text()
+    return Launch("serving", (), None, (f"SGLang cannot serve this draft on {target.architecture}: {why}",))
+
+
 def _block_serving(draft_config: Mapping[str, Any], target: TargetShape, port: int, conv: Convention) -> Launch:
     """The capture-only line of a DFlash / DSpark draft: ``--speculative-algorithm DFLASH`` (``DSPARK``) with the ids
     serving hands ``set_dflash_layers_to_capture`` (``set_dspark_layers_to_capture``), which the capture-only mode
@@ -94,8 +99,7 @@ def _block_serving(draft_config: Mapping[str, Any], target: TargetShape, port: i
     algorithm = ALGORITHMS.get(kind, kind.upper())
     wiring = conv.resolve(draft_config, target.architecture, target.num_layers)
     if wiring.unsupported or wiring.failure:
-        why = wiring.unsupported or wiring.failure.text()
-        return Launch("serving", (), None, (f"SGLang cannot serve this draft on {target.architecture}: {why}",))
+        return _cannot_serve(wiring, target)
     ids, place, _ = conv.read_draft_ids(draft_config)
     notes = []
     if ids is None:
