@@ -431,8 +431,14 @@ def test_an_interrupt_says_so_and_what_was_left_unwritten(cli, config_only_targe
 
     for module in (eagle_audit.layers.run, eagle_audit.accept.run):  # where each command reads its inputs
         monkeypatch.setattr(module, "prepare", interrupt)
-    res = cli("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(), "--json", tmp_path / "r.json",
-              "--report", tmp_path / "rep", command=command)
+    # Python's own SIGINT handler, as a user's shell gives the CLI: a test worker may have inherited another
+    # disposition (an execnet worker, a subprocess harness), under which the signal never becomes KeyboardInterrupt
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        res = cli("-t", config_only_target("LlamaForCausalLM", 8), "-d", make_draft(), "--json", tmp_path / "r.json",
+                  "--report", tmp_path / "rep", command=command)
+    finally:
+        signal.signal(signal.SIGINT, before)
     assert res.exit_code == 130, res.output
     assert res.stderr.strip().splitlines()[-1] == (f"interrupted: not written: --json {tmp_path / 'r.json'}, "
                                                    f"--report {tmp_path / 'rep'}")
