@@ -31,12 +31,25 @@ def _feature_file(a: ArchResult) -> str:
     setter."""
     rule = a.rule
     if rule.default_shift or any(c.when for c in rule.explicit):
-        return a.setter.file
+        return _named(a.setter)
     if rule.reach.unguarded:
-        return rule.reach.unguarded.file
+        return _named(rule.reach.unguarded)
     if rule.reach.max_capture == "N":
-        return rule.reach.site.file
-    return a.setter.file
+        return _named(rule.reach.site)
+    return _named(a.setter)
+
+
+#: platform folders of vLLM's per-model packages (vllm/models/deepseek_v4/nvidia/model.py)
+PLATFORMS = ("nvidia", "amd", "cpu", "xpu", "common")
+
+
+def _named(site) -> str:
+    """A site's file name, or for a per-model package's ``model.py`` the package's (``deepseek_v4.py``)."""
+    parts = site.path.split("/")
+    if parts[-1] in ("model.py", "__init__.py") and len(parts) >= 3:
+        package = parts[-3] if parts[-2] in PLATFORMS else parts[-2]
+        return f"{package}.py"
+    return site.file
 
 
 def _base_key(conv: Convention, name: str) -> tuple:

@@ -556,7 +556,9 @@ class _Prober:
                 return ArchResult(arch, site, DELEGATING_UNRESOLVED, setter=setter,
                                   reason=f"{_where(setter)}: {runtime} = layers: the language model is built from "
                                          f"the config's text_config at run time (not resolved statically){via}")
-            holder = self._init_attr(own, chain[0]) if chain else None
+            # the __init__ that runs is the first of the registered class's MRO, and ``self.model_cls`` is looked
+            # up on that class (DeepseekV32ForCausalLM sets model_cls and inherits DeepseekV2's setter)
+            holder = self._init_attr(cls, chain[0]) if chain else None
             for link in chain[1:]:
                 holder = self._init_attr(holder, link) if holder is not None else None
             attr = ".".join(chain)
@@ -583,8 +585,8 @@ class _Prober:
             n_from = "len(holder.layers)"
         if reach is None:
             return ArchResult(arch, site, UNRECOGNISED, setter=setter, reason=why + via)
-        if picked:
-            reach = Reach(reach.min_capture, reach.max_capture, reach.site, reach.how + via)
+        if picked:  # every other field of the reach (index failures, branch, ...) stays as read
+            reach = replace(reach, how=reach.how + via)
         rule = ProbedRule(default, 0, (ProbedCase(0, None, setter),), reach, n_from)
         return ArchResult(arch, site, SUPPORTED, rule=rule, setter=setter)
 

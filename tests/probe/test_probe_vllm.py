@@ -123,8 +123,12 @@ def test_packages_outside_model_executor(v2):
     assert minimax.status == SUPPORTED and minimax.cls_site.path == "vllm/models/minimax_m3/nvidia/model.py"
     dsv32, dsv3 = v2.get("DeepseekV32ForCausalLM"), v2.get("DeepseekV3ForCausalLM")
     assert dsv32.status == SUPPORTED and dsv32.cls_site.path.startswith("vllm/models/deepseek_v32/")
+    # its own model_cls (DeepseekV32Model, nvidia/model.py: `hidden_states if residual is None else ...` before each
+    # layer, nothing after the loop) under DeepseekV2's setter: 0..N-1, where DeepseekV2Model's is 1..N
+    assert dsv32.rule.reach.site.path == "vllm/models/deepseek_v32/nvidia/model.py"
     assert (dsv32.rule.default_ids, dsv32.rule.reach.min_capture, dsv32.rule.reach.max_capture) == \
-        (dsv3.rule.default_ids, dsv3.rule.reach.min_capture, dsv3.rule.reach.max_capture)
+        (dsv3.rule.default_ids, "0", "N - 1")
+    assert (dsv3.rule.reach.min_capture, dsv3.rule.reach.max_capture) == ("1", "N")
     mtp = v2.get("KimiK3MTPModel")  # a draft, not a target: no EAGLE-3 capture, said with its file
     assert mtp.status == "unsupported" and "vllm/models/kimi_k3" in mtp.reason
 

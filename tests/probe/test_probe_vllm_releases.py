@@ -141,3 +141,19 @@ def test_0_34_has_no_v1_runner_and_reads_dspark_ids(conventions_wheel):
         {"embed_tokens": "own_if_in_checkpoint", "lm_head": "own_if_in_checkpoint"}
     deepseek = v2.rules[v2.architectures["DeepseekV3ForCausalLM"]]
     assert (deepseek.min_capture, deepseek.max_capture) == ("1", "N")
+
+
+def test_0_34_deepseek_v32_is_read_from_its_own_model_class_never_v4s(conventions_wheel):
+    """DeepseekV32ForCausalLM (vllm/models/deepseek_v32, CUDA default) inherits DeepseekV2's setter but builds its
+    own ``model_cls`` (DeepseekV32Model: ``hidden_states if residual is None else ...`` before each layer, nothing
+    after the loop): ids 0..N-1. The probe once resolved the holder on the setter's class (DeepseekV2Model, 1..N)
+    and dropped the index failure when the package picks a platform, which merged the rule with DeepSeek-V4's
+    mean over the hyper-connection streams."""
+    v2 = conventions_wheel("vllm", "0.34.0")
+    v32, v4 = v2.architectures["DeepseekV32ForCausalLM"], v2.architectures["DeepseekV4ForCausalLM"]
+    assert v32 != v4 and v2.architectures["GlmMoeDsaForCausalLM"] == v32
+    assert (v2.rules[v32].min_capture, v2.rules[v32].max_capture) == ("0", "N - 1")
+    assert "deepseek_v32/__init__.py" in v2.rules[v32].source
+    assert v4 == "deepseek_v4_mhc" and (v2.rules[v4].min_capture, v2.rules[v4].max_capture) == ("1", "N")
+    v3 = v2.rules[v2.architectures["DeepseekV3ForCausalLM"]]
+    assert [f.error for f in v3.index_failures] == ["TypeError"]  # hidden_states + residual, residual None at 0
