@@ -211,9 +211,20 @@ def read_config(target: str):
                 raise BadCheckpoint(f"{target}: cannot be read as a GGUF file ({type(e).__name__}: "
                                     f"{shown(str(e), 160)[1:-1]})") from None
         return AutoConfig.from_pretrained(str(directory))
-    except (ValueError, KeyError, TypeError, AttributeError, OSError, json.JSONDecodeError, RecursionError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, OSError, json.JSONDecodeError, RecursionError,
+            *_strict_config_errors()) as e:
         _refuse_unknown_hyper_connection(target, directory / "config.json")
         raise BadCheckpoint(f"{target}: unreadable config ({type(e).__name__}: {shown(str(e), 160)[1:-1]})") from None
+
+
+def _strict_config_errors() -> tuple[type[Exception], ...]:
+    """huggingface_hub's strict-dataclass errors (not ValueErrors): a config class that validates itself on load
+    (GLM-5 Next, Gemma 4) raises them for a config it rejects."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+    except ImportError:  # an older huggingface_hub: configs do not validate themselves
+        return ()
+    return (StrictDataclassError,)
 
 
 def _refuse_unknown_hyper_connection(target: str, path: Path) -> None:

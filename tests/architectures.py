@@ -19,7 +19,7 @@ from typing import Any
 
 LAYERS = 4
 VOCAB = 512
-MAX_PARAMS = 20_000_000
+MAX_PARAMS = 25_000_000
 
 #: attribute -> tiny value, set wherever the config has the attribute (the top config and every sub-config)
 SIZES: dict[str, Any] = {
@@ -73,8 +73,43 @@ def decoder_only_types() -> dict[str, str]:
     return dict(sorted((t, c) for t, c in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.items() if t not in skip))
 
 
+#: the engine releases whose served architectures the matrix must cover (tests/test_architectures.py): the newest
+#: of each engine, every draft family it serves (the release data, eagle_audit/conventions/releases.py)
+SERVING = (("vllm", "0.34.0"), ("vllm-dflash", "0.34.0"), ("sglang", "0.5.23"), ("sglang-dflash", "0.5.23"),
+           ("sglang-dspark", "0.5.23"))
+
+
+def engine_served_types() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """model type -> (transformers class, the engine conventions that map it to a capture rule), for every
+    architecture one of :data:`SERVING` serves drafts for and the installed transformers registers, as a causal LM
+    or as an image-text-to-text wrapper (the engines capture in its language model)."""
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+                                                        MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES)
+
+    from eagle_audit.conventions.releases import release_data
+
+    by_class: dict[str, list[str]] = {}  # a class several model types share (LlamaForCausalLM: exaone, llama...)
+    for mapping in (MODEL_FOR_CAUSAL_LM_MAPPING_NAMES, MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES):
+        for model_type, cls in mapping.items():
+            for name in (cls if isinstance(cls, (list, tuple)) else (cls,)):
+                by_class.setdefault(name, []).append(model_type)
+    served: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name, version in SERVING:
+        data = release_data(name, version)[0]
+        for arch, rule in data["architectures"].items():
+            if rule not in data["rules"]:  # an architecture the engine refuses, said in a sentence
+                continue
+            for model_type in by_class.get(arch, ()):  # engines pick the class by `architectures`
+                cls, engines = served.get(model_type, (arch, ()))
+                served[model_type] = (cls, engines + (f"{name}@{version}",))
+    return dict(sorted(served.items()))
+
+
 def _shrink(cfg, layers: int) -> None:
     old_n = next((getattr(cfg, k) for k in LAYER_KEYS if isinstance(getattr(cfg, k, None), int)), None)
+    # as many key/value heads as query heads in the default (multi-head latent attention, GLM-5 Next): kept so
+    mha = isinstance(cfg.__dict__.get("num_key_value_heads"), int) and \
+        cfg.__dict__.get("num_key_value_heads") == cfg.__dict__.get("num_attention_heads")
     for key, value in SIZES.items():
         if key in cfg.__dict__ or (key in getattr(cfg, "attribute_map", {})):
             try:
@@ -95,6 +130,9 @@ def _shrink(cfg, layers: int) -> None:
                 setattr(cfg, key, layers)
             except Exception:  # noqa: BLE001
                 pass
+    if mha:
+        cfg.num_key_value_heads = cfg.num_attention_heads
+    _shrink_mrope(cfg)
     if isinstance(cfg.__dict__.get("qk_rope_head_dim"), int) and "head_dim" in cfg.__dict__:
         cfg.head_dim = cfg.qk_rope_head_dim  # multi-head latent attention: head_dim is the rotary part
     d = cfg.__dict__
@@ -106,6 +144,30 @@ def _shrink(cfg, layers: int) -> None:
         for key, value in list(cfg.__dict__.items()):
             if isinstance(value, (list, tuple)) and len(value) == old_n and old_n != layers:
                 setattr(cfg, key, type(value)(value[:layers]))
+
+
+def _shrink_mrope(cfg) -> None:
+    """Multimodal rotary sections (Qwen2.5-VL: ``mrope_section`` sums to head_dim / 2) cut in proportion to the
+    tiny head_dim."""
+    head_dim = cfg.__dict__.get("head_dim") or (cfg.__dict__.get("hidden_size", 0) // max(cfg.__dict__.get("num_attention_heads") or 1, 1))
+    for key in ("rope_parameters", "rope_scaling"):
+        rope = cfg.__dict__.get(key)
+        sections = rope.get("mrope_section") if isinstance(rope, dict) else None
+        if not (isinstance(sections, list) and sections and head_dim):
+            continue
+        half, total = head_dim // 2, sum(sections)
+        cut = [max(1, s * half // total) for s in sections]
+        cut[-1] += half - sum(cut)
+        rope["mrope_section"] = cut
+    rope = cfg.__dict__.get("rope_parameters")
+    if getattr(cfg, "model_type", None) in MROPE_UNSAID and isinstance(rope, dict) and "mrope_section" not in rope \
+            and head_dim:  # the model's code falls back to the full-size [16, 24, 24] when the config says none
+        half = head_dim // 2
+        rope["mrope_section"] = [half // 4, half // 4, half - 2 * (half // 4)]
+
+
+#: text configs whose multimodal rotary sections the model's code defaults to full size when the config has none
+MROPE_UNSAID = ("qwen2_5_vl_text",)
 
 
 def tiny_config(model_type: str):
@@ -130,7 +192,20 @@ def tiny_config(model_type: str):
                 setattr(sub, key, VOCAB - 1 - ("pad bos eos decoder_start".split().index(key.split("_token")[0])))
             elif isinstance(v, list):
                 setattr(sub, key, [x for x in v if isinstance(x, int) and x < VOCAB] or [VOCAB - 3])
-    return cfg
+    for key in (getattr(cfg, "sub_configs", None) or {}):
+        sub = getattr(cfg, key, None)
+        if sub is not None and getattr(sub, "is_heterogeneous", False):
+            setattr(cfg, key, _rebuilt(sub))
+    return _rebuilt(cfg) if getattr(cfg, "is_heterogeneous", False) else cfg
+
+
+def _rebuilt(cfg):
+    """A heterogeneous config (Gemma 4: per-layer overrides keyed by the full-size layer indices, fixed when the
+    config was built) built again from its shrunk attributes, so the overrides follow the tiny layer count."""
+    data = cfg.to_dict()
+    data.pop("per_layer_config", None)
+    data["global_head_dim"] = SIZES["global_head_dim"]
+    return type(cfg)(**data)
 
 
 def tiny_model(model_type: str, cls_name: str, seed: int = 0):

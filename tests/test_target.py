@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 import pytest
@@ -137,6 +138,20 @@ def test_hub_id_not_in_the_local_cache_is_not_downloaded(tmp_path, monkeypatch):
 def test_unreadable_config_is_bad_checkpoint(tmp_path):
     (tmp_path / "config.json").write_text("{not json")
     with pytest.raises(BadCheckpoint, match="unreadable config"):
+        read_config(str(tmp_path))
+
+
+def test_a_config_its_own_class_rejects_is_bad_checkpoint(tmp_path):
+    """A config class that validates itself (huggingface_hub's strict dataclasses, not a ValueError) and rejects
+    the file: one line naming it, never a traceback."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if "glm5_next" not in CONFIG_MAPPING_NAMES:
+        pytest.skip("transformers without GLM-5 Next (a strict config class)")
+    # DSA attention layers with a rotary part: Glm5NextConfig.validate_architecture refuses it
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "glm5_next", "num_attention_heads": 4,
+                                                      "num_key_value_heads": 2}))
+    with pytest.raises(BadCheckpoint, match=f"{re.escape(str(tmp_path))}: unreadable config \\(StrictDataclass"):
         read_config(str(tmp_path))
 
 
