@@ -17,6 +17,7 @@ from ..conventions import ID_PLACES, Convention, place_key
 from ..draft.read import DraftSpec
 from ..errors import AuditError, param
 from ..resolution import BLOCKS, Resolution, side_of
+from ..states import labels
 from ..target import TargetInfo
 from .engine_bugs import bugs_behind, later
 from .reaudit import prove, target_of
@@ -205,9 +206,8 @@ def _plan(res: Resolution, draft: DraftSpec, target_hidden: int, info: TargetInf
             note = (f" Id -1 addresses the embedding output (capture index 0), which {name} captures (its rules, "
                     "re-audited).")
         where = place_key(place) if place else "no ids (the engine default)"
-        explanation = (f"Write {where} = {ids} ({wiring.case}); {name} then feeds "
-                       f"{[s.label() for s in wiring.states]}." if place else
-                       f"Remove the ids: {name}'s default feeds {[s.label() for s in wiring.states]}.") + note
+        explanation = (f"Write {where} = {ids} ({wiring.case}); {name} then feeds {labels(wiring.states)}."
+                       if place else f"Remove the ids: {name}'s default feeds {labels(wiring.states)}.") + note
         if extra:
             explanation += " Also set " + ", ".join(f"{k} = {v}" for k, v in extra.items()) + "."
         if side.aux_count != len(trained):

@@ -42,9 +42,11 @@ def target_of(res: Resolution, target_hidden: int) -> TargetInfo:
     return TargetInfo("target", "", res.architecture, "", res.num_layers, target_hidden, 0, "")
 
 
-def fixed_draft(draft: DraftSpec, config: Mapping[str, Any], work: Path) -> DraftSpec:
+def fixed_draft(draft: DraftSpec, config: Mapping[str, Any], work: Path, target_hidden: int) -> DraftSpec:
     """The draft with ``config`` as its config.json, read as ``layers`` reads a draft directory (from a copy in
-    ``work``, its weights linked); a draft with no directory on disk gets ``config`` swapped in."""
+    ``work``, its weights linked; a config-only draft's fc sized from the fixed config, as
+    :func:`eagle_audit.inputs.prepare` sizes the original's); a draft with no directory on disk gets ``config``
+    swapped in."""
     from .fixed_copy import populate
 
     src = Path(draft.path)
@@ -53,6 +55,8 @@ def fixed_draft(draft: DraftSpec, config: Mapping[str, Any], work: Path) -> Draf
                        num_aux_hidden_states=config.get("num_aux_hidden_states"))
     populate(src, work, config)
     spec = read_draft(str(work), config_only=not draft.has_weights)
+    if not spec.has_weights:
+        spec = spec.for_target(target_hidden)
     return replace(spec, path=draft.path)
 
 
@@ -71,7 +75,7 @@ def prove(res: Resolution, draft: DraftSpec, patch: Mapping[str, Any], target: T
             attempt = compose_patches(patch, {FIX_KEY: record})
         with tempfile.TemporaryDirectory(prefix="eagle-audit-fix-") as work:
             try:
-                spec = fixed_draft(draft, merge_patch(draft.config, attempt), Path(work))
+                spec = fixed_draft(draft, merge_patch(draft.config, attempt), Path(work), target.hidden_size)
                 served = side_of(served_conv, spec.config, res.architecture, res.num_layers,
                                  where="the fixed config.json")
                 trained = _trained(res, spec, target)

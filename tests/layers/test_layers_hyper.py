@@ -76,3 +76,55 @@ def test_a_canary_trained_on_one_stream_is_served_the_mean(cli, v4, tmp_path):
     assert sorted(f["slot"] for f in found if f["code"] == "STREAM_MISMATCH") == [0, 1, 2]
     r = cli("-t", v4, "-d", out, "-e", "vllm", "--max-prompts", "1", command="accept-rate")
     assert r.exit_code in (0, 1) and "B2.s0, B4.s0, B5.s0" in r.output, r.output
+
+
+# ------------------------------------------------------------------------------------------- a field case
+#: SyzygyResearch/DeepSeek-V4-Flash-EAGLE3.1 as llama.cpp PR #27040 quotes its config.json (ids nested under
+#: eagle_config, none at the top level) on DeepSeek-V4-Flash (43 layers). The sizes below are the tiny target's,
+#: not the published draft's (its config is used as quoted; the draft's widths follow the tiny target).
+V4_FLASH_LAYERS = 43
+
+
+@pytest.fixture(scope="module")
+def v4_flash(tmp_path_factory):
+    """A config-only tiny DeepSeek-V4 with DeepSeek-V4-Flash's layer count and the published draft's config."""
+    import json
+
+    from tests.hyper import HIDDEN, VOCAB, tiny_v4_config
+
+    root = tmp_path_factory.mktemp("v4-flash")
+    tiny_v4_config(layers=V4_FLASH_LAYERS).save_pretrained(root / "target")
+    (root / "draft").mkdir()
+    (root / "draft" / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "hidden_size": HIDDEN,
+        "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 1, "intermediate_size": 64,
+        "vocab_size": VOCAB, "draft_vocab_size": VOCAB, "rms_norm_eps": 1e-6,
+        "eagle_config": {"eagle_aux_hidden_state_layer_ids": [1, 21, 40], "use_aux_hidden_state": True}}))
+    return root / "target", root / "draft"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "vllm@0.34.0", "vllm@0.25.0"])
+def test_deepseek_v4_flash_eagle3_1_nested_ids_are_not_read_by_vllm(audit, v4_flash, engine):
+    """llama.cpp PR #27040's case under vLLM: the nested ids are not read (vLLM's V2 reader takes the top level,
+    not eagle_config's eagle_aux_hidden_state_layer_ids), so the default [2, 21, 40] is captured, each the mean of
+    the 4 streams; trained as the draft's first id 1 says (output of layer 1, SpecForge's convention, assumed
+    without --trainer), slots 1 and 2 are one layer shallower, and the proven fix writes the top-level ids
+    [2, 22, 41]. vLLM serves EAGLE-3 on DeepSeek-V4 from 0.25.0 (the release data)."""
+    target, draft = v4_flash
+    res = audit(target, draft, engine=engine, static=True)
+    assert res.served.states == (State(2), State(21), State(40))
+    assert res.trained.states == (State(2), State(22), State(41))
+    codes = _codes(res)
+    assert ("IDS_NOT_READ", None) in codes and {("LAYER_OFFSET", 1), ("LAYER_OFFSET", 2)} <= codes
+    fix = res.fix
+    assert fix.possible and fix.patch == {"eagle_aux_hidden_state_layer_ids": [2, 22, 41]}, fix
+    assert "re-audited" in fix.proof
+
+
+def test_deepseek_v4_flash_eagle3_1_has_no_capture_on_sglang(audit, v4_flash):
+    """SGLang 0.5.23 has no set_eagle3_layers_to_capture for DeepseekV4ForCausalLM (it serves DSpark only): no
+    config fix exists there, said as such."""
+    target, draft = v4_flash
+    res = audit(target, draft, engine="sglang", static=True)
+    assert any(c == "ENGINE_UNSUPPORTED" for c, _ in _codes(res))
+    assert res.fix is not None and not res.fix.possible
