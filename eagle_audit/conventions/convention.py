@@ -71,15 +71,21 @@ class Convention:
     def reads(self) -> tuple[IdRead, ...]:
         return self.id_reads or tuple(IdRead(p) for p in self.ids_from)
 
-    def supported(self) -> str:
-        """Which architectures this engine captures for, in words (for ENGINE_UNSUPPORTED)."""
+    def supported(self, near: str = "", shown: int = 6) -> str:
+        """Which architectures this engine captures for, in words (for ENGINE_UNSUPPORTED): the ``shown`` nearest
+        to ``near`` by name (the target's family first), then how many more and where they are all listed."""
         if self.fallback_rule is not None:
             others = f"; every other architecture by rule {self.fallback_rule}"
         else:
             others = ""
         names = sorted(self.architectures)
-        return (f"{self.title} {self.version} captures for {len(names)} architecture(s): {', '.join(names)}{others}"
-                if names else f"{self.title} {self.version}: every architecture by rule {self.fallback_rule}")
+        if not names:
+            return f"{self.title} {self.version}: every architecture by rule {self.fallback_rule}"
+        family = near.split("For", 1)[0].rstrip("0123456789V").lower()
+        nearest = sorted(names, key=lambda n: (-_common(n.lower(), family), n))[:shown]
+        more = (f", and {len(names) - len(nearest)} more (every one in the finding's why)"
+                if len(names) > len(nearest) else "")
+        return f"{self.title} {self.version} captures for {len(names)} architecture(s): {', '.join(nearest)}{more}{others}"
     rope_scaling: tuple[str, ...] = ("linear", "llama3", "yarn")
     captures_through: Mapping[str, str] | None = None
     draft_classes: tuple[DraftClass, ...] = ()  # .draft_classes (engines)
@@ -366,3 +372,13 @@ class Convention:
             out["draft_class"] = self.draft_class.name if self.draft_class else None
             out["draft_class_how"] = self.draft_class_how
         return out
+
+
+def _common(a: str, b: str) -> int:
+    """The length of the common prefix of two names."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

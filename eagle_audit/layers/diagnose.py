@@ -105,14 +105,16 @@ def engine_unsupported(ctx: Context) -> Iterable[Finding]:
     if why is None:
         return
     conv = ctx.served.convention
-    supported = conv.supported() if conv is not None else ""
+    supported = conv.supported(ctx.target.architecture) if conv is not None else ""
     yield Finding(
         "ENGINE_UNSUPPORTED", "error", None,
         f"{ctx.eng} has no {conv.capture_name if conv is not None else 'EAGLE-3'} capture for "
         f"{ctx.target.architecture}: {why}.",
         "The engine cannot feed this draft at all: SGLang refuses to start (ValueError: the model does not implement "
         "set_eagle3_layers_to_capture, attention_backend_setup.py:55-61), or an engine that starts anyway hands the "
-        "draft only the final hidden state, whose width may let fc be skipped silently.",
+        "draft only the final hidden state, whose width may let fc be skipped silently."
+        + (f" It captures for: {', '.join(sorted(conv.architectures))}." if conv is not None and conv.architectures
+           else ""),
         f"Serve with an engine and architecture that capture: {supported}. See docs/engines.md.")
 
 

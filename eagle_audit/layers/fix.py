@@ -109,7 +109,7 @@ def _plan(res: Resolution, draft: DraftSpec, target_hidden: int, info: TargetInf
     name = engine.title
     aux = draft.aux_count(target_hidden)
     if engine.wiring.unsupported is not None:
-        supported = engine.convention.supported() if engine.convention is not None else ""
+        supported = engine.convention.supported(architecture) if engine.convention is not None else ""
         what = engine.convention.capture_name if engine.convention is not None else "EAGLE-3"
         return Fix(eng_name, False, f"{name} has no {what} capture for {architecture}, so no config.json makes it feed "
                    f"this draft. {supported}.")
