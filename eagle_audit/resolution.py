@@ -295,6 +295,13 @@ def resolve_trained(draft: DraftSpec, info: TargetInfo, notes: list[str], traine
                      f"({conv.unsupported_reason(info.architecture)}): assumed {older.title} ({older.name}) instead")
         conv = older
     conv = keep_given_order(conv, trained_ids, notes)
+    if getattr(info, "streams", 1) > 1:
+        notes.append(f"trainer streams: {conv.title}'s rules say which layers it captured, read here as the mean "
+                     f"over the {info.streams} hyper-connection streams (what the engines feed); the trainers' own "
+                     "capture code on such a target concatenates the streams unreduced (SpecForge 0.2.0 DFlash, "
+                     "ModelOpt 0.47.0 EAGLE-3, run from their wheels: docs/coordinate.md), so what fc saw is not "
+                     f"known from the config: pin it with {param('trained_boundaries')} (Bk.s0, Bk.mix) or "
+                     f"{param('trainer')} fingerprint")
     return side_of(conv, draft.config, info.architecture, info.num_layers, trained_ids,
                    f"{draft.path}/config.json"), conv
 

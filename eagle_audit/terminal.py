@@ -72,7 +72,8 @@ def print_table(console: Console, table: Table) -> None:
 #: notes whose content can change a figure or a verdict: printed as ``warning:`` (the rest ``note:``), each with
 #: the consequence its text states
 WARNING_NOTES = ("draft semantics differ", "approximated", "rope_scaling", "the server's release was not read",
-                 "the cost of the draft-semantics difference was not measured", "other traffic moved the counters")
+                 "the cost of the draft-semantics difference was not measured", "other traffic moved the counters",
+                 "trainer streams")
 #: an engine source reference: "srt/models/llama_eagle3.py:387", ":156-161", "config.py:228-233" (in -v, JSON, HTML)
 _SOURCE_REF = re.compile(r"\s*\((?:[^()]*\([^()]*\))*[^()]*(?:\.py|\.json)?:\d[^()]*\)|\s*\b[\w./-]+\.py:\d+(?:-\d+)?\b"
                          r"|;? ?\b[\w ]*:\d+(?:-\d+)?\b")
@@ -94,6 +95,8 @@ SHORT_NOTES = (
      "a converted draft keeps its source trainer's wiring: `trainer` names it"),
     (re.compile(r"suggestion: the trainer was not given"),
      "suggestion: measure the trained wiring: `trainer='fingerprint'`"),
+    (re.compile(r"trainer streams:"),
+     "trainer streams: unknown which stream fc saw: pin `trained_boundaries`"),
     (re.compile(r"draft semantics differ"),
      "draft semantics differ: it counts in the served figure (-v: how)"),
 )

@@ -119,6 +119,8 @@ def test_deepseek_v4_flash_eagle3_1_nested_ids_are_not_read_by_vllm(audit, v4_fl
     fix = res.fix
     assert fix.possible and fix.patch == {"eagle_aux_hidden_state_layer_ids": [2, 22, 41]}, fix
     assert "re-audited" in fix.proof
+    # the trained side is the trainer's rule read as means: what its own capture handed fc is unknown (a warning)
+    assert any(n.startswith("trainer streams:") and "concatenates the streams unreduced" in n for n in res.provenance["notes"])
 
 
 def test_deepseek_v4_flash_eagle3_1_has_no_capture_on_sglang(audit, v4_flash):
