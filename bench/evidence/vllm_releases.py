@@ -73,7 +73,6 @@ a time (2 cores); float32, ``--enforce-eager``, ``--max-model-len 1024`` (tests/
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
@@ -282,42 +281,6 @@ def versions_in(py: Path) -> list[str]:
     return out.stdout.split()
 
 
-@contextlib.contextmanager
-def server(py: Path, line: list[str], log: Path):
-    """tests/realvllm/harness.py's serve() with another venv's python, the plugin's entry and EXTRA_ENV."""
-    from tests.realvllm import harness
-
-    port = harness.free_port()
-    argv = harness._with_defaults(line, port)
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTHON", "VIRTUAL_ENV")) and k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    env.update(harness.ENV)
-    env.update(EXTRA_ENV)
-    env["PATH"] = f"{py.parent}:{env.get('PATH', '')}"
-    t0 = time.monotonic()
-    with open(log, "w") as fh:
-        fh.write("$ " + " ".join(argv) + "\n")
-        fh.flush()
-        proc = subprocess.Popen([str(py), "-m", PLUGIN_MODULE, *argv], stdout=fh, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env=env, start_new_session=True, cwd=log.parent)
-    srv = harness.Server(f"http://127.0.0.1:{port}", port, tuple(argv), log, proc=proc)
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise harness.ServerFailed(f"vLLM exited with {proc.returncode} (log {log})", log, srv.error_lines())
-            if time.monotonic() - t0 > harness.START_TIMEOUT:
-                raise harness.ServerFailed(f"not healthy in {harness.START_TIMEOUT:.0f} s (log {log})", log,
-                                           srv.error_lines())
-            with contextlib.suppress(OSError):
-                if srv.get("/health", timeout=2)[0] == 200:
-                    break
-            time.sleep(1.0)
-        srv.started_s = time.monotonic() - t0
-        yield srv
-    finally:
-        harness.stop(proc)
-
-
 def one_release(version: str, py: Path, target: Path, draft: Path, line: list[str], prompts: Path,
                 work: Path) -> dict:
     t0 = time.monotonic()
@@ -336,9 +299,12 @@ def one_release(version: str, py: Path, target: Path, draft: Path, line: list[st
                         "findings": sorted({f["code"] for f in doc["findings"]}),
                         "release": doc["provenance"]["engine_rules"]["release"]}
     install_plugin(py, work)
-    log = work / f"vllm-{version}.log"
+    from tests.realvllm import harness
+
+    log = None
     try:
-        with server(py, line, log) as srv:
+        with harness.serve(line, work / f"vllm-{version}", env=EXTRA_ENV, python=py, entry=PLUGIN_MODULE) as srv:
+            log = srv.log
             row["start_s"] = round(srv.started_s, 1)
             found = AUX_LOG.findall(srv.log_text())
             row["logged_ids"] = [int(x) for x in found[-1][1].split(",") if x.strip()] if found else None
@@ -371,6 +337,7 @@ def one_release(version: str, py: Path, target: Path, draft: Path, line: list[st
                 row["accept_rate_release"] = acc["provenance"]["engine_rules"]["release"]
     except Exception as e:  # a release that does not come up: its reason, not a traceback
         row["server_failed"] = str(e)[-3000:]
+        log = getattr(e, "log", log)  # harness.ServerFailed names its log
     row["wall_s"] = round(time.monotonic() - t0, 1)
     row["log"] = str(log)
     return row

@@ -222,10 +222,11 @@ def stop(proc: subprocess.Popen, grace: float = 20.0) -> None:
 
 @contextlib.contextmanager
 def serve(line: Sequence[str], log_dir: Path, *, env: dict[str, str] | None = None,
-          timeout: float = START_TIMEOUT) -> Iterator[Server]:
+          timeout: float = START_TIMEOUT, python: Path | None = None, entry: str = PLUGIN_MODULE) -> Iterator[Server]:
     """Start ``line`` (a ``vllm serve`` argv), wait until healthy, yield the :class:`Server`, always stop it.
-    Raises :class:`ServerFailed` (log attached) when it exits or times out before it is healthy."""
-    py = vllm_python()
+    Raises :class:`ServerFailed` (log attached) when it exits or times out before it is healthy. ``python``: another
+    venv's interpreter (default: the harness venv's), ``entry``: the module it runs the argv through (a plugin's)."""
+    py = python or vllm_python()
     port = free_port()
     argv = _with_defaults(line, port)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -240,7 +241,7 @@ def serve(line: Sequence[str], log_dir: Path, *, env: dict[str, str] | None = No
     with open(log, "w") as fh:
         fh.write("$ " + " ".join(argv) + "\n")
         fh.flush()
-        proc = subprocess.Popen([str(py), "-m", PLUGIN_MODULE, *argv], stdout=fh, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([str(py), "-m", entry, *argv], stdout=fh, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=full_env, start_new_session=True, cwd=log_dir)
     server = Server(f"http://127.0.0.1:{port}", port, tuple(argv), log, proc=proc)
     try:
