@@ -15,8 +15,8 @@ API (small on purpose; every test of the tier goes through it):
   ...``: the console script of the CPU build cannot start, see the plugin's ``main``), adding only what this
   machine needs: ``--host 127.0.0.1``, a free ``--port`` (replacing the line's), ``--enforce-eager``,
   ``--dtype float32``, ``--max-model-len`` (small) unless the line sets them, and the environment
-  ``VLLM_CPU_KVCACHE_SPACE=1``, ``VLLM_CPU_OMP_THREADS_BIND=auto``, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the
-  engine core in the server's own process). It waits for ``GET /health``; when the
+  ``VLLM_CPU_KVCACHE_SPACE=1``, ``VLLM_CPU_OMP_THREADS_BIND=nobind`` with ``OMP_NUM_THREADS=1`` (one unpinned
+  thread: see ``ENV``), ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine core in the server's own process). It waits for ``GET /health``; when the
   process exits first it raises :class:`ServerFailed` carrying the log's error lines. On leaving, the
   server's process group is stopped (SIGTERM, then SIGKILL), whatever happened.
 * :func:`speculative_line` -> the EAGLE-3 serving line for a target and a draft (``--speculative-config
@@ -61,8 +61,13 @@ DEFAULT_FLAGS = {"--enforce-eager": None, "--dtype": "float32", "--max-model-len
 #: the environment of every server; VLLM_ENABLE_V1_MULTIPROCESSING=0 runs the engine core inside the API server's
 #: process (vLLM's own switch, envs.py) instead of a second process that imports vLLM and torch again: the same
 #: model runner and scheduler, one import fewer; a start took 42.5-49.8 s with it against 58.2-73.3 s without
-#: (the demo's line, this 2-core box at load 3-3.7, alternated); issue 29, goal 5
-ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "auto", "VLLM_NO_USAGE_STATS": "1",
+#: (the demo's line, this 2-core box at load 3-3.7, alternated); issue 29, goal 5.
+#: One unpinned OpenMP thread (VLLM_CPU_OMP_THREADS_BIND=nobind, OMP_NUM_THREADS=1), not vLLM's "auto", which on
+#: 2 cores pins one thread to one core (utils/ompmultiprocessing.py, OMP_PROC_BIND=true): beside one busy process
+#: (what the other test worker is) a served layout took 505 s pinned against 83 s unpinned (65 s with the box
+#: idle), 2026-12-06; docs/testing.md
+ENV = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+       "OMP_NUM_THREADS": "1", "VLLM_NO_USAGE_STATS": "1",
        "DO_NOT_TRACK": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
        "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 START_TIMEOUT = 420.0
@@ -231,7 +236,7 @@ def serve(line: Sequence[str], log_dir: Path, *, env: dict[str, str] | None = No
     argv = _with_defaults(line, port)
     log_dir.mkdir(parents=True, exist_ok=True)
     log = log_dir / f"vllm-{port}.log"
-    # vLLM picks its own CPU threads (VLLM_CPU_OMP_THREADS_BIND): the test session's OMP_NUM_THREADS is not passed
+    # the server's threads are ENV's (one, unpinned), not the test session's OMP_NUM_THREADS
     full_env = {k: v for k, v in os.environ.items()
                 if not k.startswith(("PYTHON", "VIRTUAL_ENV")) and k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     full_env.update(ENV)
