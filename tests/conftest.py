@@ -390,9 +390,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _group_for_workers(config, items) -> None:
-    """Mark each test with its xdist group (its file; tests/realvllm/ as one) and order the groups longest first
-    (the last run's seconds per file, else HEAVY_FIRST), each group's tests in their own order. Every worker sorts
-    the same collection the same way, as xdist requires."""
+    """Order the groups (:func:`_group`: a file; tests/realvllm/ as one) longest first (the last run's seconds per
+    file, else HEAVY_FIRST), each group's tests in their own order. Every worker sorts the same collection the same
+    way, as xdist requires; :func:`pytest_xdist_make_scheduler` hands out the groups in this order."""
     from tests import durations
 
     root = Path(str(config.rootpath)).resolve()
@@ -406,8 +406,6 @@ def _group_for_workers(config, items) -> None:
         else:
             w = float(len(HEAVY_FIRST) - next((k for k, p in enumerate(HEAVY_FIRST) if r.startswith(p)), len(HEAVY_FIRST)))
         weight[_group(r)] = weight.get(_group(r), 0.0) + w
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(_group(rel[id(item)])))
     first = {}
     for k, item in enumerate(items):
         first.setdefault(_group(rel[id(item)]), k)
@@ -432,10 +430,10 @@ def _select_tier(config, items) -> None:
 
 
 # ----------------------------------------------------------------------------- workers, pre-build, durations
-# (docs/testing.md). pytest-xdist runs the tests on every core (README's command: ``-n auto --dist loadgroup``):
-# a file's tests go to one worker (its module and session fixtures built once there), tests/realvllm/ to one worker
-# as a whole (one real server at a time, shared by the tests asking for its line); the groups that took longest
-# last time start first. A whole-suite --full run pre-builds the shared artefacts (tests/artefacts.py) in parallel
+# (docs/testing.md). pytest-xdist runs the tests on every core (pyproject addopts ``-n auto --dist loadscope
+# --no-loadscope-reorder``): a file's tests go to one worker (its module and session fixtures built once there),
+# tests/realvllm/ to one worker as a whole (one real server at a time, shared by the tests asking for its line); the
+# groups that took longest last time start first. A whole-suite --full run pre-builds the shared artefacts (tests/artefacts.py) in parallel
 # before any worker starts, and every run writes the per-test durations (tests/durations.py).
 
 ONE_GROUP = {"tests/realvllm/": "realvllm"}
@@ -454,7 +452,24 @@ def _whole_suite(config) -> bool:
 
 
 def _group(rel: str) -> str:
+    """The work unit of a test (its node id or file path): its file, or ONE_GROUP's name for its folder."""
     return next((name for prefix, name in ONE_GROUP.items() if rel.startswith(prefix)), rel.split("::", 1)[0])
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """xdist's loadscope scheduling with :func:`_group` as the scope. Not ``--dist loadgroup`` with xdist_group
+    marks: xdist 3.8.0 groups by renaming ``item._nodeid``, which pytest 9.2 no longer reads (``Node.nodeid`` is
+    ``str(self._id)``), so every test was scheduled alone (measured 2026-12-06: one file's tests on both workers,
+    two real vLLM servers at once)."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _group(nodeid)
+
+    return GroupScheduling(config, log)
 
 
 #: the run's durations record (the controller's, or a serial run's): test -> seconds per phase, artefacts, wall

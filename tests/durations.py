@@ -1,7 +1,8 @@
 """Per-test durations, written by every run (tests/conftest.py), and the table of the slowest.
 
 Every pytest run writes ``reports/test-durations.json`` (``$EAGLE_AUDIT_DURATIONS`` to put it elsewhere) and a
-copy in the test cache, which the next run reads to schedule its longest groups first: each test's setup, call
+copy in the test cache (its tests merged over the earlier runs'), which the next run reads to schedule its longest
+groups first: each test's setup, call
 and teardown seconds and outcome, the pre-built artefacts' seconds (tests/artefacts.py), the run's wall time and
 its worker count. Under pytest-xdist the controller writes it, from every worker's reports.
 
@@ -37,11 +38,19 @@ def area(nodeid: str) -> str:
 
 
 def write(record: dict) -> list[Path]:
+    """The run's record at :func:`default_path`; in the cache's copy (what orders the next run) its tests are
+    merged over the earlier runs' there, so that running one file does not forget the rest of the suite."""
     out = []
     for p in (default_path(), cached_path()):
+        doc = record
+        if p == cached_path():
+            try:
+                doc = {**record, "tests": {**json.loads(p.read_text()).get("tests", {}), **record["tests"]}}
+            except (OSError, ValueError):
+                pass
         try:
             p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(json.dumps(record, indent=0))
+            p.write_text(json.dumps(doc, indent=0))
             out.append(p)
         except OSError:
             pass
