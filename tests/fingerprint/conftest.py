@@ -11,12 +11,7 @@ import pytest
 import torch
 
 from tests.fingerprint.fp_canaries import train_all
-
-#: the corpus: the 8 prompts the canaries were trained on, 96 new tokens each (as trained): with the interval
-#: honest for a few prompts (one unit per prompt), 4 x 64 left shallow slots undetermined
-PROMPTS = slice(8, 16)
-MAX_NEW = 96
-
+from tests.fingerprint.fp_corpus import corpus as _corpus
 
 @pytest.fixture(scope="session")
 def fp_threads():
@@ -34,16 +29,14 @@ def fp_canaries(smollm2, audit_cache, fp_threads) -> dict[str, Path]:
     return train_all(smollm2, audit_cache, log=lambda m: None)
 
 
-def _corpus(target, prompts: slice = PROMPTS, max_new: int = MAX_NEW):
-    from eagle_audit.fingerprint.corpus import prepare_corpus
-    from eagle_audit.prompts import encode, load_prompts
-
-    return prepare_corpus(target, encode(load_prompts(None)[prompts], target.tokenizer), max_new)
-
-
 @pytest.fixture(scope="session")
-def fp_corpus(smollm2, fp_threads):
-    return _corpus(smollm2)
+def fp_corpus(smollm2, audit_cache, fp_threads):
+    """tests/fingerprint/fp_corpus.py's corpus on SmolLM2, built once into the test cache (artefact fp-corpus)."""
+    from tests import artefacts
+    from tests.fingerprint import fp_corpus as corpus_file
+
+    artefacts.ensure("fp-corpus")
+    return corpus_file.load(artefacts.cache_root())
 
 
 @pytest.fixture(scope="session")
