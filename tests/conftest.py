@@ -431,10 +431,11 @@ def _select_tier(config, items) -> None:
 
 # ----------------------------------------------------------------------------- workers, pre-build, durations
 # (docs/testing.md). pytest-xdist runs the tests on every core (pyproject addopts ``-n auto --dist loadscope
-# --no-loadscope-reorder``): a file's tests go to one worker (its module and session fixtures built once there),
-# tests/realvllm/ to one worker as a whole (one real server at a time, shared by the tests asking for its line); the
-# groups that took longest last time start first. A whole-suite --full run pre-builds the shared artefacts (tests/artefacts.py) in parallel
-# before any worker starts, and every run writes the per-test durations (tests/durations.py).
+# --no-loadscope-reorder``, scopes from :func:`pytest_xdist_make_scheduler`): a file's tests go to one worker (its
+# module fixtures built once there), tests/realvllm/ to one worker as a whole (one real server at a time, shared by
+# the tests asking for its line); the groups that took longest last time start first. A whole-suite --full run
+# pre-builds the shared artefacts (tests/artefacts.py) in parallel before any worker starts, and every run writes the
+# per-test durations (tests/durations.py).
 
 ONE_GROUP = {"tests/realvllm/": "realvllm"}
 #: the order of the groups on a cold cache (no durations from an earlier run): the longest first

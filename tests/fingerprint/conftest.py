@@ -13,6 +13,7 @@ import torch
 from tests.fingerprint.fp_canaries import train_all
 from tests.fingerprint.fp_corpus import corpus as _corpus
 
+
 @pytest.fixture(scope="session")
 def fp_threads():
     before = torch.get_num_threads()

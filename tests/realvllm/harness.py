@@ -16,8 +16,8 @@ API (small on purpose; every test of the tier goes through it):
   machine needs: ``--host 127.0.0.1``, a free ``--port`` (replacing the line's), ``--enforce-eager``,
   ``--dtype float32``, ``--max-model-len`` (small) unless the line sets them, and the environment
   ``VLLM_CPU_KVCACHE_SPACE=1``, ``VLLM_CPU_OMP_THREADS_BIND=nobind`` with ``OMP_NUM_THREADS=1`` (one unpinned
-  thread: see ``ENV``), ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine core in the server's own process). It waits for ``GET /health``; when the
-  process exits first it raises :class:`ServerFailed` carrying the log's error lines. On leaving, the
+  thread: see ``ENV``), ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` (the engine core in the server's own process). It
+  waits for ``GET /health``; when the process exits first it raises :class:`ServerFailed` carrying the log's error lines. On leaving, the
   server's process group is stopped (SIGTERM, then SIGKILL), whatever happened.
 * :func:`speculative_line` -> the EAGLE-3 serving line for a target and a draft (``--speculative-config
   '{"method": "eagle3", "model": DRAFT, "num_speculative_tokens": K}'``).
