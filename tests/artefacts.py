@@ -133,7 +133,7 @@ def _vllm_venv():
 
 def _registry() -> dict[str, Artefact]:
     from tests.accept import dspark_canary
-    from tests.fingerprint import dflash_canary, fp_canaries
+    from tests.fingerprint import dflash_canary, fp_canaries, fp_corpus
     from tests.trainers import real_fixtures
 
     canary = ("eagle_audit/accept/canary.py", "eagle_audit/runtime/eagle3.py")
@@ -152,7 +152,7 @@ def _registry() -> dict[str, Artefact]:
                                            "eagle_audit/capture.py", "eagle_audit/states.py", "eagle_audit/target.py",
                                            "eagle_audit/source/local.py", "eagle_audit/source/forwards.py",
                                            "eagle_audit/source/memo.py", "eagle_audit/data/chat_prompts.jsonl"),
-                 lambda c: (c / "fp-corpus-v1.pt",), after=("smollm2",), cost=30),
+                 lambda c: (fp_corpus.path(c),), after=("smollm2",), cost=30),
         Artefact("smol-canary", _smol_canary, ("tests/accept/accept_tiny.py", *canary),
                  lambda c: tuple(c.glob("test-canary-smol-*")), after=("smollm2",), cost=240),
         Artefact("dspark-canary", _dspark, ("tests/accept/dspark_canary.py", "tests/trainers/conftest.py"),

@@ -2,9 +2,8 @@
 
 Every pytest run writes ``reports/test-durations.json`` (``$EAGLE_AUDIT_DURATIONS`` to put it elsewhere) and a
 copy in the test cache (its tests merged over the earlier runs'), which the next run reads to schedule its longest
-groups first: each test's setup, call
-and teardown seconds and outcome, the pre-built artefacts' seconds (tests/artefacts.py), the run's wall time and
-its worker count. Under pytest-xdist the controller writes it, from every worker's reports.
+groups first: each test's setup, call and teardown seconds and outcome, the pre-built artefacts' seconds
+(tests/artefacts.py), the run's wall time and its worker count. Under pytest-xdist the controller writes it, from every worker's reports.
 
     python -m tests.durations [FILE] [--top N]     # the slowest tests, the seconds per area, the artefacts
 """

@@ -4,6 +4,7 @@ files of this suite: the grouping once silently did nothing (xdist 3.8.0's ``loa
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -28,7 +29,7 @@ def test_the_real_engine_tier_is_one_unit_and_every_other_file_its_own():
 def test_each_file_runs_on_one_worker():
     r = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "-v", "-p", "no:cacheprovider", *FILES],
                        cwd=ROOT, capture_output=True, text=True, timeout=600,
-                       env={**__import__("os").environ, "EAGLE_AUDIT_DURATIONS": "/dev/null"})
+                       env={**os.environ, "EAGLE_AUDIT_DURATIONS": "/dev/null"})
     assert r.returncode == 0, r.stdout[-3000:]
     workers: dict[str, set[str]] = defaultdict(set)
     for worker, path in re.findall(r"\[(gw\d+)\] \[ *\d+%\] PASSED (tests/[^:]+)::", r.stdout):

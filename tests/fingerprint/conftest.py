@@ -31,7 +31,7 @@ def fp_canaries(smollm2, audit_cache, fp_threads) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def fp_corpus(smollm2, audit_cache, fp_threads):
+def fp_corpus(audit_cache, fp_threads):
     """tests/fingerprint/fp_corpus.py's corpus on SmolLM2, built once into the test cache (artefact fp-corpus)."""
     from tests import artefacts
     from tests.fingerprint import fp_corpus as corpus_file
